@@ -17,9 +17,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> f64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     }
 }
 
@@ -34,18 +32,13 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `now_ms`.
     pub fn new(now_ms: f64) -> Self {
-        Self {
-            bits: AtomicU64::new(now_ms.to_bits()),
-        }
+        Self { bits: AtomicU64::new(now_ms.to_bits()) }
     }
 
     /// Moves the clock by `ms` (negative moves it back).
     pub fn advance(&self, ms: f64) {
-        let _ = self
-            .bits
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-                Some((f64::from_bits(b) + ms).to_bits())
-            });
+        let _ =
+            self.bits.fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| Some((f64::from_bits(b) + ms).to_bits()));
     }
 
     /// Sets the clock to `now_ms`.

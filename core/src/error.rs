@@ -14,10 +14,7 @@ pub struct SpecError {
 
 impl SpecError {
     pub(crate) fn new(field: &'static str, reason: impl Into<String>) -> Self {
-        Self {
-            field,
-            reason: reason.into(),
-        }
+        Self { field, reason: reason.into() }
     }
 }
 

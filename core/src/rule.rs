@@ -43,7 +43,7 @@ pub(crate) fn ceil_ms(x: f64) -> u64 {
 /// that stepped back), and the state's time when `now` is not a number.
 pub(crate) fn effective_now(now: f64, state_time: Option<f64>) -> f64 {
     match state_time {
-        Some(t) if !(now >= t) => t,
+        Some(t) if !now.is_finite() || now < t => t,
         None if !now.is_finite() => 0.0,
         _ => now,
     }
@@ -74,15 +74,9 @@ pub(crate) trait Rule {
     fn expires_at(&self, s: &Self::State) -> f64;
 
     /// All-or-nothing admission of `cost` units; a denial returns no new state.
-    fn decide(
-        &self,
-        s: Option<&Self::State>,
-        now: f64,
-        cost: u64,
-    ) -> (Decision, Option<Self::State>) {
+    fn decide(&self, s: Option<&Self::State>, now: f64, cost: u64) -> (Decision, Option<Self::State>) {
         let avail = self.available(s, now);
-        let reset =
-            |st: Option<&Self::State>| st.map_or(0, |st| ceil_ms(self.expires_at(st) - now));
+        let reset = |st: Option<&Self::State>| st.map_or(0, |st| ceil_ms(self.expires_at(st) - now));
         if cost <= avail {
             if cost == 0 {
                 let d = Decision {
@@ -98,17 +92,15 @@ pub(crate) trait Rule {
             let d = Decision {
                 allowed: true,
                 limit: self.ceiling(),
-                remaining: self.available(Some(&next), now),
+                // Consuming `cost` lowers what is available by exactly `cost`.
+                remaining: avail - cost,
                 retry_after_ms: 0,
                 reset_after_ms: reset(Some(&next)),
             };
             (d, Some(next))
         } else {
-            let retry = if cost > self.ceiling() {
-                RETRY_NEVER
-            } else {
-                ceil_ms(self.retry_after(s, now, cost)).max(1)
-            };
+            let retry =
+                if cost > self.ceiling() { RETRY_NEVER } else { ceil_ms(self.retry_after(s, now, cost)).max(1) };
             let d = Decision {
                 allowed: false,
                 limit: self.ceiling(),
@@ -121,13 +113,7 @@ pub(crate) trait Rule {
     }
 
     /// Grant up to `want` units, or none when fewer than `min` are available.
-    fn take(
-        &self,
-        s: Option<&Self::State>,
-        now: f64,
-        want: u64,
-        min: u64,
-    ) -> (u64, Option<Self::State>) {
+    fn take(&self, s: Option<&Self::State>, now: f64, want: u64, min: u64) -> (u64, Option<Self::State>) {
         let granted = want.min(self.available(s, now));
         if granted == 0 || granted < min {
             (0, None)

@@ -4,9 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::algorithms::{
-    FixedWindow, Gcra, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket,
-};
+use crate::algorithms::{FixedWindow, Gcra, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
 use crate::decision::Decision;
 use crate::error::{SpecError, StateError};
 use crate::rule::Rule;
@@ -68,9 +66,7 @@ impl AlgorithmKind {
             Self::Gcra => (&["limit", "period"], &["burst"]),
             Self::TokenBucket => (&["capacity", "refill_per_sec"], &[]),
             Self::LeakyBucket => (&["capacity", "leak_per_sec"], &[]),
-            Self::FixedWindow | Self::SlidingWindow | Self::SlidingLog | Self::Quota => {
-                (&["limit", "window"], &[])
-            }
+            Self::FixedWindow | Self::SlidingWindow | Self::SlidingLog | Self::Quota => (&["limit", "window"], &[]),
         }
     }
 }
@@ -81,11 +77,7 @@ impl AlgorithmKind {
 /// numbers where numbers belong) and names the field that is wrong; turning it
 /// into an [`Algorithm`] checks the values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "algorithm",
-    rename_all = "snake_case",
-    try_from = "serde_json::Map<String, Value>"
-)]
+#[serde(tag = "algorithm", rename_all = "snake_case", try_from = "serde_json::Map<String, Value>")]
 pub enum LimitSpec {
     /// `limit` units per `period`, bursts of up to `burst` (default `limit`).
     Gcra {
@@ -145,56 +137,35 @@ fn units(map: &serde_json::Map<String, Value>, field: &'static str) -> Result<u6
     match map.get(field) {
         Some(v) => match v.as_f64() {
             Some(n) if n.fract() == 0.0 && n >= 0.0 && n <= crate::MAX_UNITS as f64 => Ok(n as u64),
-            Some(n) if n < 0.0 => Err(SpecError::new(
-                field,
-                format!("must not be negative (got {v})"),
-            )),
-            Some(_) => Err(SpecError::new(
-                field,
-                format!(
-                    "must be a whole number from 1 to {} (got {v})",
-                    crate::MAX_UNITS
-                ),
-            )),
+            Some(n) if n < 0.0 => Err(SpecError::new(field, format!("must not be negative (got {v})"))),
+            Some(_) => {
+                Err(SpecError::new(field, format!("must be a whole number from 1 to {} (got {v})", crate::MAX_UNITS)))
+            }
             None => Err(SpecError::new(field, format!("must be a number (got {v})"))),
         },
         None => Err(SpecError::new(field, "is required")),
     }
 }
 
-fn opt_units(
-    map: &serde_json::Map<String, Value>,
-    field: &'static str,
-) -> Result<Option<u64>, SpecError> {
-    map.contains_key(field)
-        .then(|| units(map, field))
-        .transpose()
+fn opt_units(map: &serde_json::Map<String, Value>, field: &'static str) -> Result<Option<u64>, SpecError> {
+    map.contains_key(field).then(|| units(map, field)).transpose()
 }
 
 fn rate(map: &serde_json::Map<String, Value>, field: &'static str) -> Result<f64, SpecError> {
     match map.get(field) {
-        Some(v) => v.as_f64().ok_or_else(|| {
-            SpecError::new(
-                field,
-                format!("must be a number of units per second (got {v})"),
-            )
-        }),
+        Some(v) => {
+            v.as_f64().ok_or_else(|| SpecError::new(field, format!("must be a number of units per second (got {v})")))
+        }
         None => Err(SpecError::new(field, "is required")),
     }
 }
 
-fn span(
-    map: &serde_json::Map<String, Value>,
-    field: &'static str,
-) -> Result<DurationMs, SpecError> {
+fn span(map: &serde_json::Map<String, Value>, field: &'static str) -> Result<DurationMs, SpecError> {
     match map.get(field) {
-        Some(Value::String(s)) => s
-            .parse()
-            .map_err(|e: crate::duration::ParseDurationError| SpecError::new(field, e.to_string())),
-        Some(v) => Err(SpecError::new(
-            field,
-            format!("must be a duration string such as \"60s\" (got {v})"),
-        )),
+        Some(Value::String(s)) => {
+            s.parse().map_err(|e: crate::duration::ParseDurationError| SpecError::new(field, e.to_string()))
+        }
+        Some(v) => Err(SpecError::new(field, format!("must be a duration string such as \"60s\" (got {v})"))),
         None => Err(SpecError::new(field, "is required")),
     }
 }
@@ -206,40 +177,19 @@ impl TryFrom<serde_json::Map<String, Value>> for LimitSpec {
         let names = AlgorithmKind::ALL.map(AlgorithmKind::name).join(", ");
         let kind = match map.get("algorithm") {
             Some(Value::String(name)) => AlgorithmKind::from_name(name).ok_or_else(|| {
-                SpecError::new(
-                    "algorithm",
-                    format!("unknown algorithm {name:?}; expected one of {names}"),
-                )
+                SpecError::new("algorithm", format!("unknown algorithm {name:?}; expected one of {names}"))
             })?,
-            Some(v) => {
-                return Err(SpecError::new(
-                    "algorithm",
-                    format!("must be a string, one of {names} (got {v})"),
-                ))
-            }
-            None => {
-                return Err(SpecError::new(
-                    "algorithm",
-                    format!("is required; one of {names}"),
-                ))
-            }
+            Some(v) => return Err(SpecError::new("algorithm", format!("must be a string, one of {names} (got {v})"))),
+            None => return Err(SpecError::new("algorithm", format!("is required; one of {names}"))),
         };
         let (required, optional) = kind.fields();
-        if let Some(extra) = map.keys().find(|k| {
-            *k != "algorithm" && !required.contains(&k.as_str()) && !optional.contains(&k.as_str())
-        }) {
-            let known = required
-                .iter()
-                .chain(optional)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ");
+        if let Some(extra) =
+            map.keys().find(|k| *k != "algorithm" && !required.contains(&k.as_str()) && !optional.contains(&k.as_str()))
+        {
+            let known = required.iter().chain(optional).copied().collect::<Vec<_>>().join(", ");
             return Err(SpecError {
                 field: "algorithm",
-                reason: format!(
-                    "unknown field `{extra}` for {}; it takes {known}",
-                    kind.name()
-                ),
+                reason: format!("unknown field `{extra}` for {}; it takes {known}", kind.name()),
             });
         }
         Ok(match kind {
@@ -248,30 +198,22 @@ impl TryFrom<serde_json::Map<String, Value>> for LimitSpec {
                 period: span(&map, "period")?,
                 burst: opt_units(&map, "burst")?,
             },
-            AlgorithmKind::TokenBucket => Self::TokenBucket {
-                capacity: units(&map, "capacity")?,
-                refill_per_sec: rate(&map, "refill_per_sec")?,
-            },
-            AlgorithmKind::LeakyBucket => Self::LeakyBucket {
-                capacity: units(&map, "capacity")?,
-                leak_per_sec: rate(&map, "leak_per_sec")?,
-            },
-            AlgorithmKind::FixedWindow => Self::FixedWindow {
-                limit: units(&map, "limit")?,
-                window: span(&map, "window")?,
-            },
-            AlgorithmKind::SlidingWindow => Self::SlidingWindow {
-                limit: units(&map, "limit")?,
-                window: span(&map, "window")?,
-            },
-            AlgorithmKind::SlidingLog => Self::SlidingLog {
-                limit: units(&map, "limit")?,
-                window: span(&map, "window")?,
-            },
-            AlgorithmKind::Quota => Self::Quota {
-                limit: units(&map, "limit")?,
-                window: span(&map, "window")?,
-            },
+            AlgorithmKind::TokenBucket => {
+                Self::TokenBucket { capacity: units(&map, "capacity")?, refill_per_sec: rate(&map, "refill_per_sec")? }
+            }
+            AlgorithmKind::LeakyBucket => {
+                Self::LeakyBucket { capacity: units(&map, "capacity")?, leak_per_sec: rate(&map, "leak_per_sec")? }
+            }
+            AlgorithmKind::FixedWindow => {
+                Self::FixedWindow { limit: units(&map, "limit")?, window: span(&map, "window")? }
+            }
+            AlgorithmKind::SlidingWindow => {
+                Self::SlidingWindow { limit: units(&map, "limit")?, window: span(&map, "window")? }
+            }
+            AlgorithmKind::SlidingLog => {
+                Self::SlidingLog { limit: units(&map, "limit")?, window: span(&map, "window")? }
+            }
+            AlgorithmKind::Quota => Self::Quota { limit: units(&map, "limit")?, window: span(&map, "window")? },
         })
     }
 }
@@ -303,28 +245,16 @@ impl TryFrom<LimitSpec> for Algorithm {
 
     fn try_from(spec: LimitSpec) -> Result<Self, SpecError> {
         Ok(match spec {
-            LimitSpec::Gcra {
-                limit,
-                period,
-                burst,
-            } => Self::Gcra(Gcra::new(limit, period, burst)?),
-            LimitSpec::TokenBucket {
-                capacity,
-                refill_per_sec,
-            } => Self::TokenBucket(TokenBucket::new(capacity, refill_per_sec)?),
-            LimitSpec::LeakyBucket {
-                capacity,
-                leak_per_sec,
-            } => Self::LeakyBucket(LeakyBucket::new(capacity, leak_per_sec)?),
-            LimitSpec::FixedWindow { limit, window } => {
-                Self::FixedWindow(FixedWindow::new(limit, window)?)
+            LimitSpec::Gcra { limit, period, burst } => Self::Gcra(Gcra::new(limit, period, burst)?),
+            LimitSpec::TokenBucket { capacity, refill_per_sec } => {
+                Self::TokenBucket(TokenBucket::new(capacity, refill_per_sec)?)
             }
-            LimitSpec::SlidingWindow { limit, window } => {
-                Self::SlidingWindow(SlidingWindow::new(limit, window)?)
+            LimitSpec::LeakyBucket { capacity, leak_per_sec } => {
+                Self::LeakyBucket(LeakyBucket::new(capacity, leak_per_sec)?)
             }
-            LimitSpec::SlidingLog { limit, window } => {
-                Self::SlidingLog(SlidingLog::new(limit, window)?)
-            }
+            LimitSpec::FixedWindow { limit, window } => Self::FixedWindow(FixedWindow::new(limit, window)?),
+            LimitSpec::SlidingWindow { limit, window } => Self::SlidingWindow(SlidingWindow::new(limit, window)?),
+            LimitSpec::SlidingLog { limit, window } => Self::SlidingLog(SlidingLog::new(limit, window)?),
             LimitSpec::Quota { limit, window } => Self::Quota(Quota::new(limit, window)?),
         })
     }
@@ -333,35 +263,15 @@ impl TryFrom<LimitSpec> for Algorithm {
 impl From<Algorithm> for LimitSpec {
     fn from(a: Algorithm) -> Self {
         match a {
-            Algorithm::Gcra(g) => Self::Gcra {
-                limit: g.limit(),
-                period: g.period(),
-                burst: Some(g.burst()),
-            },
-            Algorithm::TokenBucket(t) => Self::TokenBucket {
-                capacity: t.capacity(),
-                refill_per_sec: t.refill_per_sec(),
-            },
-            Algorithm::LeakyBucket(l) => Self::LeakyBucket {
-                capacity: l.capacity(),
-                leak_per_sec: l.leak_per_sec(),
-            },
-            Algorithm::FixedWindow(f) => Self::FixedWindow {
-                limit: f.limit(),
-                window: f.window(),
-            },
-            Algorithm::SlidingWindow(s) => Self::SlidingWindow {
-                limit: s.limit(),
-                window: s.window(),
-            },
-            Algorithm::SlidingLog(s) => Self::SlidingLog {
-                limit: s.limit(),
-                window: s.window(),
-            },
-            Algorithm::Quota(q) => Self::Quota {
-                limit: q.limit(),
-                window: q.window(),
-            },
+            Algorithm::Gcra(g) => Self::Gcra { limit: g.limit(), period: g.period(), burst: Some(g.burst()) },
+            Algorithm::TokenBucket(t) => {
+                Self::TokenBucket { capacity: t.capacity(), refill_per_sec: t.refill_per_sec() }
+            }
+            Algorithm::LeakyBucket(l) => Self::LeakyBucket { capacity: l.capacity(), leak_per_sec: l.leak_per_sec() },
+            Algorithm::FixedWindow(f) => Self::FixedWindow { limit: f.limit(), window: f.window() },
+            Algorithm::SlidingWindow(s) => Self::SlidingWindow { limit: s.limit(), window: s.window() },
+            Algorithm::SlidingLog(s) => Self::SlidingLog { limit: s.limit(), window: s.window() },
+            Algorithm::Quota(q) => Self::Quota { limit: q.limit(), window: q.window() },
         }
     }
 }
@@ -397,8 +307,8 @@ impl Algorithm {
     /// # Errors
     /// A [`SpecError`] naming the field that is missing, unknown or invalid.
     pub fn from_json(json: &str) -> Result<Self, SpecError> {
-        let map: serde_json::Map<String, Value> = serde_json::from_str(json)
-            .map_err(|e| SpecError::new("spec", format!("is not a JSON object: {e}")))?;
+        let map: serde_json::Map<String, Value> =
+            serde_json::from_str(json).map_err(|e| SpecError::new("spec", format!("is not a JSON object: {e}")))?;
         Self::try_from(LimitSpec::try_from(map)?)
     }
 
@@ -424,12 +334,7 @@ impl Algorithm {
     /// decision and the state to store, or `None` when nothing changed (a
     /// denial, or `cost == 0`). A cost above [`Self::ceiling`] is always
     /// denied with `retry_after_ms == RETRY_NEVER`.
-    pub fn decide(
-        &self,
-        state: Option<&State>,
-        now_ms: f64,
-        cost: u64,
-    ) -> (Decision, Option<State>) {
+    pub fn decide(&self, state: Option<&State>, now_ms: f64, cost: u64) -> (Decision, Option<State>) {
         each!(self, state, |a, s, wrap| {
             let (d, next) = a.decide(s, now_ms, cost);
             (d, next.map(wrap))
@@ -443,13 +348,7 @@ impl Algorithm {
 
     /// Grants as many units as possible up to `want`, or 0 when fewer than
     /// `min` are available; returns the grant and the new state (`None` when 0).
-    pub fn take(
-        &self,
-        state: Option<&State>,
-        now_ms: f64,
-        want: u64,
-        min: u64,
-    ) -> (u64, Option<State>) {
+    pub fn take(&self, state: Option<&State>, now_ms: f64, want: u64, min: u64) -> (u64, Option<State>) {
         each!(self, state, |a, s, wrap| {
             let (granted, next) = a.take(s, now_ms, want, min);
             (granted, next.map(wrap))
@@ -464,18 +363,19 @@ impl Algorithm {
         each!(self, state, |a, s, wrap| a.refund(s, now_ms, n).map(wrap))
     }
 
-    /// The decision `decide` would give for `cost` units, without consuming.
+    /// The key's standing at `now_ms` without consuming anything: a decision
+    /// for zero units, whose `remaining` is what could be admitted now.
     pub fn status(&self, state: Option<&State>, now_ms: f64) -> Decision {
         let (mut d, _) = self.decide(state, now_ms, 0);
         d.remaining = self.available(state, now_ms);
         d
     }
 
-    /// Epoch milliseconds at which the state is indistinguishable from absent;
-    /// a store may forget it then. A state of another algorithm expires at once.
+    /// Epoch milliseconds (a whole number, rounded up so it is never early) at
+    /// which the state is indistinguishable from absent; a store may forget it
+    /// then. A state of another algorithm expires at once.
     pub fn expires_at_ms(&self, state: &State) -> f64 {
-        each!(self, Some(state), |a, s, _w| s
-            .map_or(0.0, |s| a.expires_at(s)))
+        each!(self, Some(state), |a, s, _w| s.map_or(0.0, |s| a.expires_at(s).ceil()))
     }
 
     /// For window algorithms, when the window containing `now_ms` ends: a
@@ -496,27 +396,14 @@ impl Algorithm {
     /// A [`StateError`] when the JSON is not state of this algorithm (for
     /// example after a limit's algorithm was changed in config).
     pub fn parse_state(&self, json: &str) -> Result<State, StateError> {
-        let bad = |e: serde_json::Error| StateError {
-            algorithm: self.kind().name(),
-            reason: e.to_string(),
-        };
+        let bad = |e: serde_json::Error| StateError { algorithm: self.kind().name(), reason: e.to_string() };
         let state = match self.kind() {
             AlgorithmKind::Gcra => State::Gcra(serde_json::from_str(json).map_err(bad)?),
-            AlgorithmKind::TokenBucket => {
-                State::TokenBucket(serde_json::from_str(json).map_err(bad)?)
-            }
-            AlgorithmKind::LeakyBucket => {
-                State::LeakyBucket(serde_json::from_str(json).map_err(bad)?)
-            }
-            AlgorithmKind::FixedWindow => {
-                State::FixedWindow(serde_json::from_str(json).map_err(bad)?)
-            }
-            AlgorithmKind::SlidingWindow => {
-                State::SlidingWindow(serde_json::from_str(json).map_err(bad)?)
-            }
-            AlgorithmKind::SlidingLog => {
-                State::SlidingLog(serde_json::from_str(json).map_err(bad)?)
-            }
+            AlgorithmKind::TokenBucket => State::TokenBucket(serde_json::from_str(json).map_err(bad)?),
+            AlgorithmKind::LeakyBucket => State::LeakyBucket(serde_json::from_str(json).map_err(bad)?),
+            AlgorithmKind::FixedWindow => State::FixedWindow(serde_json::from_str(json).map_err(bad)?),
+            AlgorithmKind::SlidingWindow => State::SlidingWindow(serde_json::from_str(json).map_err(bad)?),
+            AlgorithmKind::SlidingLog => State::SlidingLog(serde_json::from_str(json).map_err(bad)?),
             AlgorithmKind::Quota => State::Quota(serde_json::from_str(json).map_err(bad)?),
         };
         Ok(state)

@@ -2,9 +2,7 @@
 
 use serde::Serialize;
 
-use crate::algorithms::{
-    GcraState, LeakyState, LogState, SlidingWindowState, TokenState, WindowState,
-};
+use crate::algorithms::{GcraState, LeakyState, LogState, SlidingWindowState, TokenState, WindowState};
 
 /// The state of one key under one algorithm. Serializes to the algorithm's
 /// compact JSON (no tag: the algorithm is known from the limit's config); read

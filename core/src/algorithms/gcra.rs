@@ -5,6 +5,10 @@
 //! at which the key would be back to a full burst. Admitting `n` units moves it
 //! `n` emission intervals (`period / limit`) later; a request passes when the
 //! moved `tat` is no more than `burst` intervals ahead of now.
+//!
+//! Resolution: `tat` is an epoch-millisecond `f64`, exact to about 0.25 µs, so
+//! per-key rates above ~100,000 units/s are better served by the token bucket
+//! (whose state keeps the caller's own timestamps and a token count).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +27,9 @@ pub struct Gcra {
     interval: f64,
     /// Burst tolerance in milliseconds: `burst × interval`.
     tolerance: f64,
+    /// How early (ms) a unit may become available, to absorb the rounding of
+    /// `tat`: an epoch-millisecond `f64` is only exact to about 0.25 µs.
+    slack: f64,
 }
 
 /// GCRA state: the theoretical arrival time, epoch milliseconds.
@@ -43,13 +50,10 @@ impl Gcra {
         let span = check_span("period", period)?;
         let burst = check_units("burst", burst.unwrap_or(limit))?;
         let interval = span / limit as f64;
-        Ok(Self {
-            limit,
-            period,
-            burst,
-            interval,
-            tolerance: burst as f64 * interval,
-        })
+        // 1 µs, or a thousandth of an interval for very high rates (a unit is
+        // then at worst reported a little late, never early).
+        let slack = (interval * 1e-3).min(1e-3);
+        Ok(Self { limit, period, burst, interval, tolerance: burst as f64 * interval, slack })
     }
 
     /// Units per period.
@@ -82,14 +86,12 @@ impl Rule for Gcra {
     fn available(&self, s: Option<&GcraState>, now: f64) -> u64 {
         let now = effective_now(now, None);
         let tat = Self::tat(s, now);
-        whole_units((now + self.tolerance - tat) / self.interval).min(self.burst)
+        whole_units((now - tat + self.tolerance + self.slack) / self.interval).min(self.burst)
     }
 
     fn consume(&self, s: Option<&GcraState>, now: f64, n: u64) -> GcraState {
         let now = effective_now(now, None);
-        GcraState {
-            tat: Self::tat(s, now) + n as f64 * self.interval,
-        }
+        GcraState { tat: Self::tat(s, now) + n as f64 * self.interval }
     }
 
     fn refund(&self, s: Option<&GcraState>, now: f64, n: u64) -> Option<GcraState> {
@@ -98,14 +100,12 @@ impl Rule for Gcra {
         if n == 0 || s.tat <= now {
             return None;
         }
-        Some(GcraState {
-            tat: (s.tat - n as f64 * self.interval).max(now),
-        })
+        Some(GcraState { tat: (s.tat - n as f64 * self.interval).max(now) })
     }
 
     fn retry_after(&self, s: Option<&GcraState>, now: f64, cost: u64) -> f64 {
         let now = effective_now(now, None);
-        Self::tat(s, now) + cost as f64 * self.interval - self.tolerance - now
+        Self::tat(s, now) - now + cost as f64 * self.interval - self.tolerance - self.slack
     }
 
     fn expires_at(&self, s: &GcraState) -> f64 {

@@ -35,9 +35,7 @@ impl LeakyBucket {
     pub fn new(capacity: u64, leak_per_sec: f64) -> Result<Self, SpecError> {
         let capacity = check_units("capacity", capacity)?;
         let leak = check_rate("leak_per_sec", leak_per_sec)?;
-        Ok(Self {
-            meter: TokenBucket::new(capacity, leak)?,
-        })
+        Ok(Self { meter: TokenBucket::new(capacity, leak)? })
     }
 
     /// Units the bucket holds before it overflows.
@@ -50,18 +48,12 @@ impl LeakyBucket {
         self.meter.refill_per_sec()
     }
 
-    fn to_tokens(&self, s: Option<&LeakyState>) -> Option<TokenState> {
-        s.map(|s| TokenState {
-            tokens: self.capacity() as f64 - s.level,
-            ts: s.ts,
-        })
+    fn as_tokens(self, s: Option<&LeakyState>) -> Option<TokenState> {
+        s.map(|s| TokenState { tokens: self.capacity() as f64 - s.level, ts: s.ts })
     }
 
-    fn to_level(&self, t: TokenState) -> LeakyState {
-        LeakyState {
-            level: (self.capacity() as f64 - t.tokens).max(0.0),
-            ts: t.ts,
-        }
+    fn as_level(self, t: TokenState) -> LeakyState {
+        LeakyState { level: (self.capacity() as f64 - t.tokens).max(0.0), ts: t.ts }
     }
 }
 
@@ -73,22 +65,19 @@ impl Rule for LeakyBucket {
     }
 
     fn available(&self, s: Option<&LeakyState>, now: f64) -> u64 {
-        self.meter.available(self.to_tokens(s).as_ref(), now)
+        self.meter.available(self.as_tokens(s).as_ref(), now)
     }
 
     fn consume(&self, s: Option<&LeakyState>, now: f64, n: u64) -> LeakyState {
-        self.to_level(self.meter.consume(self.to_tokens(s).as_ref(), now, n))
+        self.as_level(self.meter.consume(self.as_tokens(s).as_ref(), now, n))
     }
 
     fn refund(&self, s: Option<&LeakyState>, now: f64, n: u64) -> Option<LeakyState> {
-        self.meter
-            .refund(self.to_tokens(s).as_ref(), now, n)
-            .map(|t| self.to_level(t))
+        self.meter.refund(self.as_tokens(s).as_ref(), now, n).map(|t| self.as_level(t))
     }
 
     fn retry_after(&self, s: Option<&LeakyState>, now: f64, cost: u64) -> f64 {
-        self.meter
-            .retry_after(self.to_tokens(s).as_ref(), now, cost)
+        self.meter.retry_after(self.as_tokens(s).as_ref(), now, cost)
     }
 
     fn expires_at(&self, s: &LeakyState) -> f64 {

@@ -26,10 +26,7 @@ pub(crate) fn check_units(field: &'static str, n: u64) -> Result<u64, SpecError>
     if n == 0 {
         Err(SpecError::new(field, "must be at least 1"))
     } else if n > crate::MAX_UNITS {
-        Err(SpecError::new(
-            field,
-            format!("must be at most {}", crate::MAX_UNITS),
-        ))
+        Err(SpecError::new(field, format!("must be at most {}", crate::MAX_UNITS)))
     } else {
         Ok(n)
     }
@@ -40,20 +37,14 @@ pub(crate) fn check_rate(field: &'static str, r: f64) -> Result<f64, SpecError> 
     if r.is_finite() && r > 0.0 && r <= crate::MAX_UNITS as f64 {
         Ok(r)
     } else {
-        Err(SpecError::new(
-            field,
-            format!("must be a number of units per second greater than 0 (got {r})"),
-        ))
+        Err(SpecError::new(field, format!("must be a number of units per second greater than 0 (got {r})")))
     }
 }
 
 /// Checks a period or window length: at least one millisecond.
 pub(crate) fn check_span(field: &'static str, ms: crate::DurationMs) -> Result<f64, SpecError> {
     if ms.0 == 0 {
-        Err(SpecError::new(
-            field,
-            "must be longer than zero (e.g. \"1s\")",
-        ))
+        Err(SpecError::new(field, "must be longer than zero (e.g. \"1s\")"))
     } else {
         Ok(ms.as_f64())
     }

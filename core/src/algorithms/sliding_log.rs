@@ -33,11 +33,7 @@ impl SlidingLog {
     /// # Errors
     /// A [`SpecError`] naming `limit` or `window`.
     pub fn new(limit: u64, window: DurationMs) -> Result<Self, SpecError> {
-        Ok(Self {
-            limit: check_units("limit", limit)?,
-            window,
-            span: check_span("window", window)?,
-        })
+        Ok(Self { limit: check_units("limit", limit)?, window, span: check_span("window", window)? })
     }
 
     /// Units per window.

@@ -46,11 +46,7 @@ impl SlidingWindow {
     /// # Errors
     /// A [`SpecError`] naming `limit` or `window`.
     pub fn new(limit: u64, window: DurationMs) -> Result<Self, SpecError> {
-        Ok(Self {
-            limit: check_units("limit", limit)?,
-            window,
-            span: check_span("window", window)?,
-        })
+        Ok(Self { limit: check_units("limit", limit)?, window, span: check_span("window", window)? })
     }
 
     /// Units per window.
@@ -75,12 +71,7 @@ impl SlidingWindow {
             Some(s) if s.w + self.span == w => (0, s.cur),
             _ => (0, 0),
         };
-        View {
-            w,
-            cur,
-            prev,
-            elapsed: (now - w) / self.span,
-        }
+        View { w, cur, prev, elapsed: (now - w) / self.span }
     }
 
     fn estimate(v: &View) -> f64 {
@@ -102,36 +93,21 @@ impl Rule for SlidingWindow {
 
     fn consume(&self, s: Option<&SlidingWindowState>, now: f64, n: u64) -> SlidingWindowState {
         let v = self.view(s, now);
-        SlidingWindowState {
-            w: v.w,
-            cur: v.cur + n,
-            prev: v.prev,
-        }
+        SlidingWindowState { w: v.w, cur: v.cur + n, prev: v.prev }
     }
 
     /// Units go back to the window they were taken in: the current one, or the
     /// previous one when the window has turned since.
-    fn refund(
-        &self,
-        s: Option<&SlidingWindowState>,
-        now: f64,
-        n: u64,
-    ) -> Option<SlidingWindowState> {
+    fn refund(&self, s: Option<&SlidingWindowState>, now: f64, n: u64) -> Option<SlidingWindowState> {
         let s = s?;
         if n == 0 || !now.is_finite() {
             return None;
         }
         let w = self.start(now);
         if w == s.w && s.cur > 0 {
-            Some(SlidingWindowState {
-                cur: s.cur - n.min(s.cur),
-                ..*s
-            })
+            Some(SlidingWindowState { cur: s.cur - n.min(s.cur), ..*s })
         } else if w + self.span == s.w && s.prev > 0 {
-            Some(SlidingWindowState {
-                prev: s.prev - n.min(s.prev),
-                ..*s
-            })
+            Some(SlidingWindowState { prev: s.prev - n.min(s.prev), ..*s })
         } else {
             None
         }
@@ -148,11 +124,7 @@ impl Rule for SlidingWindow {
         } else {
             (v.w + self.span, v.cur as f64, 0.0)
         };
-        let fraction = if weighted > 0.0 {
-            (1.0 - (limit - counted - cost) / weighted).max(0.0)
-        } else {
-            0.0
-        };
+        let fraction = if weighted > 0.0 { (1.0 - (limit - counted - cost) / weighted).max(0.0) } else { 0.0 };
         start + fraction * self.span - now
     }
 

@@ -74,19 +74,13 @@ impl Rule for TokenBucket {
 
     fn consume(&self, s: Option<&TokenState>, now: f64, n: u64) -> TokenState {
         let (tokens, ts) = self.level(s, now);
-        TokenState {
-            tokens: tokens - n as f64,
-            ts,
-        }
+        TokenState { tokens: tokens - n as f64, ts }
     }
 
     fn refund(&self, s: Option<&TokenState>, now: f64, n: u64) -> Option<TokenState> {
         let (tokens, ts) = self.level(Some(s?), now);
         let cap = self.capacity as f64;
-        (n > 0 && tokens < cap).then(|| TokenState {
-            tokens: (tokens + n as f64).min(cap),
-            ts,
-        })
+        (n > 0 && tokens < cap).then(|| TokenState { tokens: (tokens + n as f64).min(cap), ts })
     }
 
     fn retry_after(&self, s: Option<&TokenState>, now: f64, cost: u64) -> f64 {

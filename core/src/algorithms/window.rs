@@ -28,11 +28,7 @@ pub(crate) struct WindowCounter {
 
 impl WindowCounter {
     pub(crate) fn new(limit: u64, window: DurationMs) -> Result<Self, SpecError> {
-        Ok(Self {
-            limit: check_units("limit", limit)?,
-            window,
-            span: check_span("window", window)?,
-        })
+        Ok(Self { limit: check_units("limit", limit)?, window, span: check_span("window", window)? })
     }
 
     /// Start of the window containing `t`.
@@ -73,10 +69,8 @@ impl Rule for WindowCounter {
     /// window can never be spent in the next.
     fn refund(&self, s: Option<&WindowState>, now: f64, n: u64) -> Option<WindowState> {
         let s = s?;
-        (n > 0 && s.n > 0 && now.is_finite() && self.start(now) == s.w).then(|| WindowState {
-            w: s.w,
-            n: s.n - n.min(s.n),
-        })
+        (n > 0 && s.n > 0 && now.is_finite() && self.start(now) == s.w)
+            .then(|| WindowState { w: s.w, n: s.n - n.min(s.n) })
     }
 
     fn retry_after(&self, s: Option<&WindowState>, now: f64, _cost: u64) -> f64 {
