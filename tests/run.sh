@@ -5,7 +5,8 @@
 # Env:
 #   CARGO_TARGET_DIR  build cache (default: ~/.cache/leasehold/target, outside the
 #                     clone so fresh clones build incrementally; nothing depends on it)
-#   LEASEHOLD_SKIP    space-separated stages to skip (lint unit wasm)
+#   LEASEHOLD_SKIP    space-separated stages to skip (lint dynamodb unit wasm)
+#   LEASEHOLD_DYNAMODB_ENDPOINT  use this DynamoDB-API server instead of starting DynamoDB Local
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +24,25 @@ if ! skip lint; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
   cargo fmt --all -- --check
   cargo clippy --workspace --all-targets --locked -- -D warnings
+fi
+
+RUN_DIR=$(mktemp -d "${TMPDIR:-/tmp}/leasehold-run.XXXXXX")
+cleanup() {
+  [[ -f "$RUN_DIR/ddb.pid" ]] && "$SHARED_TOOLS/dynamodb-local.sh" --stop "$RUN_DIR/ddb.pid" >/dev/null 2>&1 || true
+  rm -rf "$RUN_DIR"
+}
+trap cleanup EXIT
+
+# A real DynamoDB API on loopback (AWS's DynamoDB Local) for the store tests,
+# unless the caller points at one already.
+if ! skip dynamodb && [[ -z "${LEASEHOLD_DYNAMODB_ENDPOINT:-}" ]]; then
+  stage "DynamoDB Local"
+  port=$(( 20000 + RANDOM % 20000 ))
+  LEASEHOLD_DYNAMODB_ENDPOINT=$("$SHARED_TOOLS/dynamodb-local.sh" "$port" "$RUN_DIR/ddb.pid" | tail -1)
+  export LEASEHOLD_DYNAMODB_ENDPOINT
+fi
+if ! skip dynamodb; then
+  export LEASEHOLD_REQUIRE_DYNAMODB=1   # a DynamoDB test that cannot reach it fails, never skips
 fi
 
 if ! skip unit; then

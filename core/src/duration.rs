@@ -66,7 +66,7 @@ impl fmt::Display for DurationMs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [(u64, &str); 4] = [(86_400_000, "d"), (3_600_000, "h"), (60_000, "m"), (1_000, "s")];
         for (scale, unit) in UNITS {
-            if self.0 != 0 && self.0 % scale == 0 {
+            if self.0 != 0 && self.0.is_multiple_of(scale) {
                 return write!(f, "{}{unit}", self.0 / scale);
             }
         }

@@ -1,0 +1,123 @@
+//! The `leasehold` binary: parses the command line and calls the library.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use leasehold::store::dynamodb::DynamoStore;
+use leasehold::store::{StoreConfig, StoreKind};
+
+/// leasehold — a per-host rate-limit daemon that leases units from a shared counter.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Manage the DynamoDB table.
+    Table {
+        #[command(subcommand)]
+        action: TableAction,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+}
+
+#[derive(Subcommand)]
+enum TableAction {
+    /// Create the table (string partition key, on-demand) and enable TTL on
+    /// `expires_at`. Safe to run again on an existing table.
+    Create {
+        /// Table name.
+        #[arg(long)]
+        table: String,
+        /// Endpoint URL, e.g. http://127.0.0.1:8000 for DynamoDB Local.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// AWS region (default: AWS_REGION, AWS_DEFAULT_REGION).
+        #[arg(long)]
+        region: Option<String>,
+        /// Partition-key attribute name.
+        #[arg(long, default_value = "pk")]
+        hash_key: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// CAS applies/s per backend: distinct keys and one hot key, 1 and 16 callers.
+    Store {
+        /// Also run against this DynamoDB endpoint (the table is created if missing).
+        #[arg(long)]
+        dynamodb_endpoint: Option<String>,
+        /// DynamoDB table for the run.
+        #[arg(long, default_value = "leasehold-bench")]
+        table: String,
+        /// Seconds per scenario.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+    },
+    /// One process's share of a lost-update test: TASKS tasks each apply cost 1
+    /// to KEY OPS times through the CAS loop.
+    Hammer {
+        /// The store: memory, embedded[:PATH], dynamodb:TABLE[@ENDPOINT].
+        #[arg(long)]
+        store: StoreConfig,
+        /// Key prefix.
+        #[arg(long, default_value = "leasehold")]
+        prefix: String,
+        /// The key every task applies to.
+        #[arg(long, default_value = "hot")]
+        key: String,
+        /// Concurrent tasks.
+        #[arg(long, default_value_t = 8)]
+        tasks: usize,
+        /// Applies per task.
+        #[arg(long, default_value_t = 10)]
+        ops: usize,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LEASEHOLD_LOG").unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Table { action: TableAction::Create { table, endpoint, region, hash_key } } => {
+            let config =
+                StoreConfig { kind: StoreKind::Dynamodb, table, endpoint, region, hash_key, ..StoreConfig::default() };
+            let store = DynamoStore::connect(config.dynamo())?;
+            for step in store.create_table().await.context("table create failed")? {
+                println!("{step}");
+            }
+        }
+        Command::Bench { what: BenchWhat::Store { dynamodb_endpoint, table, seconds } } => {
+            let dir = std::env::temp_dir().join(format!("leasehold-bench-{}", std::process::id()));
+            let mut configs = vec![
+                "memory".parse::<StoreConfig>().map_err(anyhow::Error::msg)?,
+                format!("embedded:{}", dir.join("bench.redb").display()).parse().map_err(anyhow::Error::msg)?,
+            ];
+            if let Some(endpoint) = dynamodb_endpoint {
+                let c: StoreConfig = format!("dynamodb:{table}@{endpoint}").parse().map_err(anyhow::Error::msg)?;
+                DynamoStore::connect(c.dynamo())?.create_table().await?;
+                configs.push(c);
+            }
+            leasehold::bench::store_table(&configs, Duration::from_secs_f64(seconds)).await?;
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Command::Bench { what: BenchWhat::Hammer { mut store, prefix, key, tasks, ops } } => {
+            store.prefix = prefix;
+            let (_, failed) = leasehold::bench::hammer(&store, &key, tasks, ops).await?;
+            anyhow::ensure!(failed == 0, "{failed} applies failed");
+        }
+    }
+    Ok(())
+}
