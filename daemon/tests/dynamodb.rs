@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use leasehold::store::{Cas, CasOptions, Op, Store};
+use leasehold::store::{Cas, CasOptions, Op};
 use leasehold_core::{Algorithm, Clock, State, SystemClock};
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
