@@ -8,4 +8,7 @@
 //!   compare-and-set loop above them.
 
 pub mod bench;
+pub mod breaker;
+pub mod lease;
+pub mod limits;
 pub mod store;

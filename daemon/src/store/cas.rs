@@ -26,12 +26,15 @@ pub enum Op {
         /// Units to admit.
         cost: u64,
     },
-    /// Grant up to `want` units, or none if fewer than `min` are available.
+    /// Grant up to `want` units, or none if fewer than `min` are available;
+    /// first giving back the unused units of a previous grant, in the same write.
     Take {
         /// Units wanted.
         want: u64,
         /// The fewest units worth granting.
         min: u64,
+        /// Unused units of an earlier grant, and when that grant was taken.
+        give_back: Option<(u64, f64)>,
     },
     /// Give back `n` unused units that were taken at `taken_at_ms`.
     Refund {
@@ -47,8 +50,12 @@ pub enum Op {
 /// The result of one [`Op`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Applied {
-    /// Units granted: `cost` for an allowed `Decide`, the grant of a `Take`, else 0.
+    /// Units granted: `cost` for an allowed `Decide`, the grant of a `Take`; else 0.
     pub granted: u64,
+    /// Units given back and accepted (by a `Refund`, or a `Take`'s
+    /// `give_back`): none when the state was at its ceiling already or the
+    /// units' window is over.
+    pub returned: u64,
     /// The decision as the key stands after the op. For a `Take` that granted
     /// nothing, `retry_after_ms` is when `min` units will be available.
     pub decision: Decision,
@@ -57,29 +64,33 @@ pub struct Applied {
 }
 
 fn apply_op(alg: &Algorithm, state: Option<&State>, now: f64, op: Op) -> (Applied, Option<State>) {
+    let mut returned = 0;
     let (granted, decision, next) = match op {
         Op::Decide { cost } => {
             let (d, next) = alg.decide(state, now, cost);
             (if d.allowed { cost } else { 0 }, d, next)
         }
-        Op::Take { want, min } => {
-            let (granted, next) = alg.take(state, now, want, min);
-            let d = if granted > 0 {
-                let mut d = alg.status(next.as_ref(), now);
-                d.allowed = true;
-                d
-            } else {
-                alg.decide(state, now, min.max(1)).0
+        Op::Take { want, min, give_back } => {
+            let back = give_back.and_then(|(n, at)| alg.refund(state, at, n).map(|s| (n, s)));
+            returned = back.as_ref().map_or(0, |b| b.0);
+            let back = back.map(|b| b.1);
+            let base = back.as_ref().or(state);
+            let (granted, taken) = alg.take(base, now, want, min);
+            let d = match &taken {
+                Some(t) => Decision { allowed: true, ..alg.status(Some(t), now) },
+                None => alg.decide(base, now, min.max(1)).0,
             };
+            let next = taken.or(back);
             (granted, d, next)
         }
         Op::Refund { n, taken_at_ms } => {
             let next = alg.refund(state, taken_at_ms, n);
+            returned = if next.is_some() { n } else { 0 };
             (0, alg.status(next.as_ref().or(state), now), next)
         }
         Op::Status => (0, alg.status(state, now), None),
     };
-    (Applied { granted, decision, at_ms: now }, next)
+    (Applied { granted, returned, decision, at_ms: now }, next)
 }
 
 /// Tuning of the CAS loop.

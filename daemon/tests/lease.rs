@@ -1,0 +1,314 @@
+//! The lease cache, driven by a ManualClock over the memory store (and the
+//! fault-injecting wrapper for outages).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold::breaker::{BreakerConfig, BreakerState};
+use leasehold::lease::{Check, Limiter, LimiterConfig, Served};
+use leasehold::limits::{FailPolicy, LimitSettings, Mode};
+use leasehold::store::fault::FaultStore;
+use leasehold::store::memory::MemoryStore;
+use leasehold::store::{Cas, CasOptions, Op, Store, StoreUnavailable};
+use leasehold_core::{Algorithm, Clock, ManualClock};
+
+const T0: f64 = 1_800_000_000_000.0;
+
+struct Rig {
+    limiter: Limiter,
+    clock: Arc<ManualClock>,
+    fault: Arc<FaultStore>,
+    settings: LimitSettings,
+}
+
+fn rig(spec: &str, tune: impl FnOnce(&mut LimitSettings, &mut LimiterConfig)) -> Rig {
+    let clock = Arc::new(ManualClock::new(T0));
+    let fault = Arc::new(FaultStore::new(Arc::new(MemoryStore::new())));
+    let cas = Cas::new(fault.clone(), clock.clone(), CasOptions::default());
+    let mut settings = LimitSettings::new(Algorithm::from_json(spec).unwrap());
+    let mut config = LimiterConfig::default();
+    tune(&mut settings, &mut config);
+    let limiter = Limiter::new(HashMap::from([("api".to_string(), settings)]), cas, config);
+    Rig { limiter, clock, fault, settings }
+}
+
+impl Rig {
+    async fn check(&self, key: &str, cost: u64) -> leasehold::lease::Verdict {
+        self.limiter.check(Check { limit: "api", key, cost }).await.unwrap()
+    }
+
+    fn writes(&self) -> u64 {
+        self.limiter.cas().stats().snapshot().writes
+    }
+
+    /// What the shared counter has left for `key`, read straight from the store.
+    async fn store_available(&self, key: &str) -> u64 {
+        let alg = self.settings.algorithm;
+        let cas = Cas::new(self.fault.clone(), self.clock.clone(), CasOptions::default());
+        cas.apply("api", key, &alg, Op::Status).await.unwrap().decision.remaining
+    }
+
+    /// Waits (real time) until background refunds have landed.
+    async fn settle(&self) {
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let s = self.limiter.stats().snapshot();
+            if s.units_refunded + s.units_lost >= s.units_leased.saturating_sub(s.units_held) - spent(&s) {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn spent(s: &leasehold::lease::LimiterCounts) -> u64 {
+    s.allowed_local + s.allowed_store
+}
+
+#[tokio::test]
+async fn unknown_limits_are_an_error() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, _| {});
+    let err = r.limiter.check(Check { limit: "nope", key: "k", cost: 1 }).await.unwrap_err();
+    assert_eq!(err.to_string(), "unknown limit \"nope\"");
+}
+
+#[tokio::test]
+async fn a_cold_key_is_exact_one_write_per_decision() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, _| {});
+    for i in 1..=5 {
+        r.clock.advance(10_000.0);
+        let v = r.check("cold", 1).await;
+        assert!(v.decision.allowed && v.served == Served::Store);
+        assert_eq!(r.writes(), i, "one CAS per decision");
+        assert_eq!(r.limiter.stats().snapshot().units_leased, i, "leases exactly the cost");
+    }
+}
+
+#[tokio::test]
+async fn a_hot_key_leases_batches_that_grow_and_shrink_with_demand() {
+    let r = rig(r#"{"algorithm":"token_bucket","capacity":1000,"refill_per_sec":1000}"#, |s, _| {
+        s.lease.max = 100;
+    });
+    // 2,000 checks at 500/s (2 ms apart): leases grow to the max.
+    for _ in 0..2_000 {
+        r.clock.advance(2.0);
+        assert!(r.check("hot", 1).await.decision.allowed);
+    }
+    let hot = r.limiter.stats().snapshot();
+    assert!(r.writes() * 20 <= 2_000, "{} writes for 2,000 decisions", r.writes());
+    assert!(hot.allowed_local > 1_900, "{hot:?}");
+    // Then one check every 3 s: each lease shrinks, back to one unit.
+    let mut sizes = Vec::new();
+    for _ in 0..12 {
+        r.clock.advance(3_000.0);
+        r.limiter.end_due_leases();
+        let before = r.limiter.stats().snapshot().units_leased;
+        assert!(r.check("hot", 1).await.decision.allowed);
+        sizes.push(r.limiter.stats().snapshot().units_leased - before);
+    }
+    assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "shrinking: {sizes:?}");
+    assert_eq!(sizes.last(), Some(&1), "back to exact: {sizes:?}");
+    let _ = hot;
+}
+
+#[tokio::test]
+async fn denied_until_spares_the_store() {
+    let r = rig(r#"{"algorithm":"fixed_window","limit":5,"window":"10s"}"#, |_, _| {});
+    r.clock.set(T0 - T0 % 10_000.0);
+    let mut allowed = 0;
+    for _ in 0..5 {
+        allowed += u64::from(r.check("k", 1).await.decision.allowed);
+    }
+    assert_eq!(allowed, 5);
+    let denied = r.check("k", 1).await;
+    assert!(!denied.decision.allowed && denied.served == Served::Store);
+    assert_eq!(denied.decision.retry_after_ms, 10_000);
+    let reads = r.limiter.cas().stats().snapshot().reads;
+    for _ in 0..100 {
+        r.clock.advance(10.0);
+        let v = r.check("k", 1).await;
+        assert!(!v.decision.allowed && v.served == Served::Local, "{v:?}");
+    }
+    assert_eq!(r.limiter.cas().stats().snapshot().reads, reads, "no store call while denied");
+    r.clock.set(T0 - T0 % 10_000.0 + 10_000.0);
+    assert!(r.check("k", 1).await.decision.allowed, "the next window passes");
+}
+
+#[tokio::test]
+async fn an_ended_lease_gives_its_units_back() {
+    let r = rig(r#"{"algorithm":"token_bucket","capacity":100,"refill_per_sec":1}"#, |s, _| {
+        s.lease.max = 20;
+        s.lease.ttl = Duration::from_secs(1);
+    });
+    for _ in 0..10 {
+        r.clock.advance(1.0);
+        r.check("k", 1).await;
+    }
+    let s = r.limiter.stats().snapshot();
+    assert!(s.units_held > 0, "holding leased units: {s:?}");
+    let held = s.units_held;
+    assert_eq!(r.store_available("k").await, 100 - 10 - held);
+    r.clock.advance(1_000.0);
+    r.limiter.end_due_leases();
+    r.settle().await;
+    let after = r.limiter.stats().snapshot();
+    assert_eq!(after.units_held, 0, "{after:?}");
+    assert_eq!(after.units_refunded, held);
+    // 10 spent, the rest back; the bucket also refilled one per second.
+    assert_eq!(r.store_available("k").await, 100 - 10 + 1);
+}
+
+#[tokio::test]
+async fn a_window_lease_ends_with_its_window() {
+    let r = rig(r#"{"algorithm":"fixed_window","limit":100,"window":"1s"}"#, |s, _| {
+        s.lease.max = 50;
+        s.lease.ttl = Duration::from_secs(60);
+    });
+    let edge = T0 - T0 % 1_000.0 + 1_000.0;
+    r.clock.set(edge - 20.0);
+    let mut in_first = 0;
+    for _ in 0..19 {
+        in_first += u64::from(r.check("k", 1).await.decision.allowed);
+        r.clock.advance(1.0);
+    }
+    assert!(r.limiter.stats().snapshot().units_held > 0);
+    // Past the edge the old lease's units are not spent: the next check takes a new lease.
+    r.clock.set(edge);
+    let leases = r.limiter.stats().snapshot().leases;
+    let v = r.check("k", 1).await;
+    assert!(v.decision.allowed && v.served == Served::Store, "{v:?}");
+    assert_eq!(r.limiter.stats().snapshot().leases, leases + 1);
+    assert_eq!(in_first, 19);
+    // The old window's leftover could not be refunded into the new window.
+    let s = r.limiter.stats().snapshot();
+    assert_eq!(s.units_refunded, 0, "{s:?}");
+    assert_eq!(r.store_available("k").await + s.units_held, 99);
+}
+
+#[tokio::test]
+async fn eviction_gives_units_back() {
+    let r = rig(r#"{"algorithm":"gcra","limit":1000,"period":"1s","burst":100}"#, |s, c| {
+        s.lease.max = 10;
+        c.max_keys = 4;
+    });
+    for k in 0..40 {
+        for _ in 0..5 {
+            r.clock.advance(0.5);
+            r.check(&format!("k{k}"), 1).await;
+        }
+    }
+    assert!(r.limiter.keys_cached() <= 8, "bounded: {}", r.limiter.keys_cached());
+    r.settle().await;
+    let s = r.limiter.stats().snapshot();
+    assert!(s.units_refunded > 0, "evicted slots refunded: {s:?}");
+    assert_eq!(s.units_leased, s.units_held + 200 + s.units_refunded + s.units_lost, "{s:?}");
+}
+
+#[tokio::test]
+async fn shutdown_gives_everything_back() {
+    let r = rig(r#"{"algorithm":"token_bucket","capacity":1000,"refill_per_sec":10}"#, |s, _| {
+        s.lease.max = 100;
+    });
+    for key in ["a", "b", "c"] {
+        for _ in 0..20 {
+            r.clock.advance(1.0);
+            assert!(r.check(key, 1).await.decision.allowed);
+        }
+    }
+    let held = r.limiter.stats().snapshot().units_held;
+    assert!(held > 0);
+    assert_eq!(r.limiter.shutdown().await, held);
+    assert_eq!(r.limiter.stats().snapshot().units_held, 0);
+    for key in ["a", "b", "c"] {
+        assert!(r.store_available(key).await >= 980, "only the 20 spent are gone");
+    }
+}
+
+#[tokio::test]
+async fn direct_mode_is_one_write_per_decision() {
+    let r = rig(r#"{"algorithm":"gcra","limit":1000,"period":"1s"}"#, |s, _| s.mode = Mode::Direct);
+    for _ in 0..50 {
+        r.clock.advance(0.1);
+        assert_eq!(r.check("k", 1).await.served, Served::Store);
+    }
+    assert_eq!(r.writes(), 50);
+}
+
+#[tokio::test]
+async fn an_outage_spends_held_units_then_applies_the_fail_policy() {
+    for fail in [FailPolicy::Closed, FailPolicy::Open] {
+        let r = rig(r#"{"algorithm":"token_bucket","capacity":1000,"refill_per_sec":1000}"#, |s, _| {
+            s.lease.max = 50;
+            s.fail = fail;
+        });
+        for _ in 0..180 {
+            r.clock.advance(1.0);
+            r.check("k", 1).await;
+        }
+        let held = r.limiter.stats().snapshot().units_held;
+        assert!(held > 1, "{held}");
+        r.fault.set_down(true);
+        for _ in 0..held {
+            let v = r.check("k", 1).await;
+            assert!(v.decision.allowed && v.served == Served::Local, "held units keep flowing: {v:?}");
+        }
+        let v = r.check("k", 1).await;
+        match fail {
+            FailPolicy::Closed => {
+                assert!(!v.decision.allowed && v.served == Served::Unavailable, "{v:?}");
+                assert_eq!(r.limiter.stats().snapshot().unavailable, 1);
+            }
+            FailPolicy::Open => {
+                assert!(v.decision.allowed && v.served == Served::Degraded, "{v:?}");
+                assert_eq!(r.limiter.stats().snapshot().degraded, 1);
+            }
+        }
+        assert!(v.unavailable.is_some());
+    }
+}
+
+#[tokio::test]
+async fn a_slow_store_times_out_instead_of_stalling() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, c| {
+        c.store_timeout = Duration::from_millis(50);
+    });
+    r.fault.set_delay(Duration::from_secs(5));
+    let start = std::time::Instant::now();
+    let v = r.check("k", 1).await;
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert_eq!(v.served, Served::Unavailable);
+    assert_eq!(v.unavailable, Some(StoreUnavailable::Timeout(50)));
+}
+
+#[tokio::test]
+async fn the_breaker_opens_rests_the_store_and_recovers() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, c| {
+        c.breaker = BreakerConfig { failures: 3, open_for: Duration::from_millis(200) };
+    });
+    r.fault.set_down(true);
+    for _ in 0..3 {
+        assert_eq!(r.check("k", 1).await.served, Served::Unavailable);
+    }
+    assert_eq!(r.limiter.breaker_state(), BreakerState::Open);
+    let calls = r.fault.calls();
+    for _ in 0..20 {
+        let v = r.check("k", 1).await;
+        assert_eq!(v.unavailable, Some(StoreUnavailable::CircuitOpen));
+    }
+    assert_eq!(r.fault.calls(), calls, "an open breaker makes no store calls");
+    r.fault.heal();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let v = r.check("k", 1).await;
+    assert!(v.decision.allowed && v.served == Served::Store, "the probe succeeds: {v:?}");
+    assert_eq!(r.limiter.breaker_state(), BreakerState::Closed);
+}
+
+#[tokio::test]
+async fn a_cost_above_the_ceiling_never_reaches_the_store() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, _| {});
+    let v = r.check("k", 11).await;
+    assert!(v.decision.is_impossible() && v.served == Served::Local);
+    assert_eq!(r.limiter.cas().stats().snapshot().reads, 0);
+    let _ = r.clock.now_ms();
+}
