@@ -10,7 +10,7 @@ use leasehold::lease::{Check, Limiter, LimiterConfig, Served};
 use leasehold::limits::{FailPolicy, LimitSettings, Mode};
 use leasehold::store::fault::FaultStore;
 use leasehold::store::memory::MemoryStore;
-use leasehold::store::{Cas, CasOptions, Op, Store, StoreUnavailable};
+use leasehold::store::{Cas, CasOptions, Op, StoreUnavailable};
 use leasehold_core::{Algorithm, Clock, ManualClock};
 
 const T0: f64 = 1_800_000_000_000.0;
