@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leasehold_core::{Algorithm, SystemClock};
+use leasehold_core::{Algorithm, Clock, SystemClock};
 
 use crate::store::{Cas, Op, StoreConfig};
 
@@ -139,4 +139,229 @@ pub async fn hammer(config: &StoreConfig, key: &str, tasks: usize, ops: usize) -
     let s = cas.stats().snapshot();
     println!("applied={ok} failed={failed} writes={} conflicts={}", s.writes, s.conflicts);
     Ok((ok, failed))
+}
+
+/// Options of one lease-cache load run.
+#[derive(Debug, Clone)]
+pub struct LoadRun {
+    /// The limit, in its JSON form.
+    pub spec: String,
+    /// Leased or direct.
+    pub mode: crate::limits::Mode,
+    /// Lease cap (units); `None` keeps the default (a tenth of the ceiling).
+    pub lease_max: Option<u64>,
+    /// Independent limiters (each with its own L1), as if on separate hosts.
+    pub limiters: usize,
+    /// Concurrent callers per limiter.
+    pub callers: usize,
+    /// How long to run.
+    pub duration: Duration,
+    /// Keys: `None` = one hot key; `Some(n)` = Zipf(1.1) over `n` keys.
+    pub zipf_keys: Option<usize>,
+    /// Print `A <epoch ms>` for every admission (the invariant tests read them).
+    pub print_admissions: bool,
+    /// Denied callers wait (up to 20 ms of the retry time) instead of asking again at once.
+    pub pace_denials: bool,
+}
+
+/// What a load run measured.
+#[derive(Debug, Clone, Default)]
+pub struct LoadFigures {
+    /// Decisions made.
+    pub decisions: u64,
+    /// Of which allowed.
+    pub allowed: u64,
+    /// Store conditional writes.
+    pub writes: u64,
+    /// Store reads.
+    pub reads: u64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// Decision latency percentiles, microseconds (p50, p99), from a sample.
+    pub p50_us: f64,
+    /// See `p50_us`.
+    pub p99_us: f64,
+    /// Epoch ms of the first and last decision.
+    pub span_ms: (f64, f64),
+}
+
+/// A Zipf(s) sampler over `n` ranks (rank 0 most popular), by inverse CDF.
+struct Zipf {
+    cdf: Vec<f64>,
+}
+
+impl Zipf {
+    fn new(n: usize, s: f64) -> Self {
+        let mut acc = 0.0;
+        let mut cdf: Vec<f64> = (1..=n)
+            .map(|k| {
+                acc += 1.0 / (k as f64).powf(s);
+                acc
+            })
+            .collect();
+        for c in &mut cdf {
+            *c /= acc;
+        }
+        Self { cdf }
+    }
+
+    fn sample(&self, rng: &mut fastrand::Rng) -> usize {
+        let u = rng.f64();
+        self.cdf.partition_point(|&c| c < u).min(self.cdf.len() - 1)
+    }
+}
+
+/// Runs `run` against `config`'s store and returns the figures.
+///
+/// # Errors
+/// If the store cannot be opened.
+pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFigures> {
+    use crate::lease::{Check, Limiter, LimiterConfig};
+    use crate::limits::LimitSettings;
+
+    let store = config.open()?;
+    let alg = Algorithm::from_json(&run.spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut settings = LimitSettings::new(alg);
+    settings.mode = run.mode;
+    if let Some(max) = run.lease_max {
+        settings.lease.max = max;
+    }
+    let limits = std::collections::HashMap::from([("load".to_string(), settings)]);
+    let limiters: Vec<Limiter> = (0..run.limiters)
+        .map(|_| {
+            let cas = Cas::new(store.clone(), Arc::new(SystemClock), config.cas_options());
+            Limiter::new(limits.clone(), cas, LimiterConfig::default())
+        })
+        .collect();
+    let zipf = run.zipf_keys.map(|n| Arc::new(Zipf::new(n, 1.1)));
+    let start = Instant::now();
+    let first = SystemClock.now_ms();
+    let mut tasks = Vec::new();
+    for (l, limiter) in limiters.iter().enumerate() {
+        for c in 0..run.callers {
+            let (limiter, zipf, run) = (limiter.clone(), zipf.clone(), run.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut rng = fastrand::Rng::with_seed((l * 1000 + c) as u64);
+                let (mut decisions, mut allowed, mut samples) = (0u64, 0u64, Vec::new());
+                let mut key = String::from("hot");
+                while start.elapsed() < run.duration {
+                    if let Some(z) = &zipf {
+                        key.clear();
+                        use std::fmt::Write;
+                        let _ = write!(key, "k{}", z.sample(&mut rng));
+                    }
+                    let t = Instant::now();
+                    let v = limiter.check(Check { limit: "load", key: &key, cost: 1 }).await?;
+                    if decisions % 16 == 0 {
+                        samples.push(t.elapsed().as_nanos() as u64);
+                    }
+                    decisions += 1;
+                    if v.decision.allowed {
+                        allowed += 1;
+                        if run.print_admissions {
+                            println!("A {}", v.at_ms);
+                        }
+                        tokio::task::yield_now().await;
+                    } else if run.pace_denials {
+                        let wait = v.decision.retry_after_ms.clamp(1, 20);
+                        tokio::time::sleep(Duration::from_millis(wait)).await;
+                    } else {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                anyhow::Ok((decisions, allowed, samples))
+            }));
+        }
+    }
+    let mut figures = LoadFigures::default();
+    let mut samples = Vec::new();
+    for t in tasks {
+        let (d, a, s) = t.await??;
+        figures.decisions += d;
+        figures.allowed += a;
+        samples.extend(s);
+    }
+    figures.seconds = start.elapsed().as_secs_f64();
+    figures.span_ms = (first, SystemClock.now_ms());
+    for l in &limiters {
+        l.shutdown().await;
+        let s = l.cas().stats().snapshot();
+        figures.writes += s.writes;
+        figures.reads += s.reads;
+    }
+    samples.sort_unstable();
+    let pct = |p: f64| samples.get(((samples.len() as f64 - 1.0) * p) as usize).map_or(0.0, |&ns| ns as f64 / 1e3);
+    figures.p50_us = pct(0.50);
+    figures.p99_us = pct(0.99);
+    Ok(figures)
+}
+
+/// Prints leased against direct, side by side, for the three workloads: one
+/// hot key shared by 4 limiters, Zipf(1.1) over 100k keys, and a hot key far
+/// over its limit.
+///
+/// # Errors
+/// If the store cannot be opened.
+pub async fn lease_table(config: &StoreConfig, duration: Duration) -> anyhow::Result<()> {
+    use crate::limits::Mode;
+    let scenarios: [(&str, &str, Option<usize>, Option<u64>); 3] = [
+        (
+            "(a) hot key, 4 limiters",
+            r#"{"algorithm":"token_bucket","capacity":100000000,"refill_per_sec":10000000}"#,
+            None,
+            Some(2_000),
+        ),
+        (
+            "(b) zipf 1.1, 100k keys",
+            r#"{"algorithm":"gcra","limit":1000,"period":"1s","burst":100}"#,
+            Some(100_000),
+            None,
+        ),
+        ("(c) hot key over limit", r#"{"algorithm":"gcra","limit":10,"period":"1s","burst":10}"#, None, None),
+    ];
+    println!(
+        "{:<26} {:<7} {:>12} {:>9} {:>15} {:>14} {:>8} {:>8}",
+        "workload", "mode", "decisions/s", "allowed", "writes/decision", "reads/decision", "p50 µs", "p99 µs"
+    );
+    for (name, spec, zipf, lease_max) in scenarios {
+        let mut per_mode = Vec::new();
+        for mode in [Mode::Direct, Mode::Leased] {
+            let run = LoadRun {
+                spec: spec.into(),
+                mode,
+                lease_max,
+                limiters: 4,
+                callers: 8,
+                duration,
+                zipf_keys: zipf,
+                print_admissions: false,
+                pace_denials: false,
+            };
+            let mut c = config.clone();
+            c.prefix = format!("{}-lease-bench-{}", c.prefix, fastrand::u64(..));
+            let f = load(&c, &run).await?;
+            let per = |n: u64| n as f64 / f.decisions.max(1) as f64;
+            println!(
+                "{:<26} {:<7} {:>12.0} {:>9} {:>15.6} {:>14.6} {:>8.1} {:>8.1}",
+                name,
+                if mode == Mode::Direct { "direct" } else { "leased" },
+                f.decisions as f64 / f.seconds,
+                f.allowed,
+                per(f.writes),
+                per(f.reads),
+                f.p50_us,
+                f.p99_us
+            );
+            per_mode.push((per(f.writes), per(f.reads + f.writes)));
+        }
+        let ratio = |a: f64, b: f64| if b > 0.0 { format!("{:.0}x", a / b) } else { "all".into() };
+        println!(
+            "{:<26} leased: {} fewer writes per decision, {} fewer store calls per decision (vs 1 write per decision: {})",
+            "",
+            ratio(per_mode[0].0, per_mode[1].0),
+            ratio(per_mode[0].1, per_mode[1].1),
+            ratio(1.0, per_mode[1].0),
+        );
+    }
+    Ok(())
 }

@@ -63,6 +63,41 @@ enum BenchWhat {
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
     },
+    /// Lease cache against direct mode, side by side: decisions/s, store writes
+    /// per decision, latency; hot key, Zipf keys, over-limit key.
+    Lease {
+        /// The store: memory, embedded[:PATH], dynamodb:TABLE[@ENDPOINT].
+        #[arg(long, default_value = "memory")]
+        store: StoreConfig,
+        /// Seconds per run.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
+    /// One process of a multi-process load: limiters with their own L1 hammer
+    /// one limit; prints `A <ms>` per admission, then a summary line.
+    Load {
+        /// The store: memory, embedded[:PATH], dynamodb:TABLE[@ENDPOINT].
+        #[arg(long)]
+        store: StoreConfig,
+        /// Key prefix.
+        #[arg(long, default_value = "leasehold")]
+        prefix: String,
+        /// The limit as JSON, e.g. {"algorithm":"token_bucket","capacity":100,"refill_per_sec":50}.
+        #[arg(long)]
+        spec: String,
+        /// leased or direct.
+        #[arg(long, default_value = "leased")]
+        mode: String,
+        /// Lease cap in units.
+        #[arg(long)]
+        lease_max: Option<u64>,
+        /// Concurrent callers.
+        #[arg(long, default_value_t = 16)]
+        callers: usize,
+        /// Seconds to run.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+    },
     /// One process's share of a lost-update test: TASKS tasks each apply cost 1
     /// to KEY OPS times through the CAS loop.
     Hammer {
@@ -112,6 +147,39 @@ async fn main() -> anyhow::Result<()> {
             }
             leasehold::bench::store_table(&configs, Duration::from_secs_f64(seconds)).await?;
             let _ = std::fs::remove_dir_all(dir);
+        }
+        Command::Bench { what: BenchWhat::Lease { mut store, seconds } } => {
+            if store.kind == StoreKind::Dynamodb {
+                DynamoStore::connect(store.dynamo())?.create_table().await?;
+            }
+            if store.kind == StoreKind::Embedded && store.path == StoreConfig::default().path {
+                store.path = std::env::temp_dir().join(format!("leasehold-bench-{}.redb", std::process::id()));
+            }
+            leasehold::bench::lease_table(&store, Duration::from_secs_f64(seconds)).await?;
+        }
+        Command::Bench { what: BenchWhat::Load { mut store, prefix, spec, mode, lease_max, callers, seconds } } => {
+            store.prefix = prefix;
+            let mode = match mode.as_str() {
+                "leased" => leasehold::limits::Mode::Leased,
+                "direct" => leasehold::limits::Mode::Direct,
+                other => anyhow::bail!("--mode {other:?}: expected leased or direct"),
+            };
+            let run = leasehold::bench::LoadRun {
+                spec,
+                mode,
+                lease_max,
+                limiters: 1,
+                callers,
+                duration: Duration::from_secs_f64(seconds),
+                zipf_keys: None,
+                print_admissions: true,
+                pace_denials: true,
+            };
+            let f = leasehold::bench::load(&store, &run).await?;
+            println!(
+                "DONE decisions={} allowed={} writes={} start={} end={}",
+                f.decisions, f.allowed, f.writes, f.span_ms.0, f.span_ms.1
+            );
         }
         Command::Bench { what: BenchWhat::Hammer { mut store, prefix, key, tasks, ops } } => {
             store.prefix = prefix;
