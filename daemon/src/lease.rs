@@ -227,6 +227,8 @@ struct Slot {
     granted: AtomicU64,
     /// The store's `remaining` when the lease was taken.
     store_remaining: AtomicU64,
+    /// When the key is full again by the store's account at the last lease (epoch ms).
+    reset_at: AtomicF64,
     /// Requests of at least `denied_cost` are denied until this time.
     denied_until: AtomicF64,
     denied_cost: AtomicU64,
@@ -248,6 +250,7 @@ impl Slot {
             taken_at: AtomicF64::new(0.0),
             granted: AtomicU64::new(0),
             store_remaining: AtomicU64::new(0),
+            reset_at: AtomicF64::new(0.0),
             denied_until: AtomicF64::new(f64::NEG_INFINITY),
             denied_cost: AtomicU64::new(u64::MAX),
             demand: Mutex::default(),
@@ -442,29 +445,36 @@ impl Limiter {
     pub async fn check(&self, check: Check<'_>) -> Result<Verdict, CheckError> {
         let settings =
             self.inner.limits.get(check.limit).ok_or_else(|| CheckError::UnknownLimit(check.limit.into()))?;
+        Ok(self.check_with(settings, check).await)
+    }
+
+    /// Decides a check against `settings` instead of a configured limit (for
+    /// limits defined by the request, like redis-cell's `CL.THROTTLE`).
+    /// `check.limit` must name `settings` uniquely: it is part of the storage key.
+    pub async fn check_with(&self, settings: &LimitSettings, check: Check<'_>) -> Verdict {
         let alg = settings.algorithm;
         let now = self.inner.clock.now_ms();
         if check.cost > alg.ceiling() {
             add(&self.inner.stats.denied_local, 1);
             let decision = alg.decide(None, now, check.cost).0;
-            return Ok(Verdict { decision, served: Served::Local, unavailable: None, at_ms: now });
+            return Verdict { decision, served: Served::Local, unavailable: None, at_ms: now };
         }
         if check.cost == 0 {
-            return self.status(check.limit, check.key).await;
+            return self.status_with(settings, check.limit, check.key).await;
         }
         if settings.mode == Mode::Direct {
-            return Ok(self.direct(settings, check, now).await);
+            return self.direct(settings, check, now).await;
         }
         let id = self.slot_id(check.limit, check.key);
         let slot = self.inner.slots.get_with(id, || Arc::new(Slot::new(check.limit, check.key)));
         if &*slot.limit != check.limit || &*slot.key != check.key {
             // A 128-bit hash collision: serve this key exactly rather than share a lease.
-            return Ok(self.direct(settings, check, now).await);
+            return self.direct(settings, check, now).await;
         }
         if let Some(v) = self.try_local(&alg, &slot, check.cost, now) {
-            return Ok(v);
+            return v;
         }
-        Ok(self.renew(settings, &slot, check).await)
+        self.renew(settings, &slot, check).await
     }
 
     /// The fast path: a local denial, or `cost` from leased units.
@@ -502,7 +512,7 @@ impl Limiter {
             limit: alg.ceiling(),
             remaining: left + slot.store_remaining.load(Ordering::Relaxed),
             retry_after_ms: 0,
-            reset_after_ms: (slot.lease_until.load() - now).max(0.0).ceil() as u64,
+            reset_after_ms: (slot.reset_at.load() - now).max(0.0).ceil() as u64,
         };
         Some(Verdict { decision, served: Served::Local, unavailable: None, at_ms: now })
     }
@@ -566,6 +576,7 @@ impl Limiter {
             None => (f64::NEG_INFINITY, ttl_end),
         };
         let left = a.granted - check.cost;
+        slot.reset_at.store(a.at_ms + a.decision.reset_after_ms as f64);
         slot.install(left, a.granted, from, until, a.at_ms, a.decision.remaining);
         if left > 0 {
             let generation = slot.generation.load(Ordering::Acquire);
@@ -640,9 +651,14 @@ impl Limiter {
     /// [`CheckError::UnknownLimit`].
     pub async fn status(&self, limit: &str, key: &str) -> Result<Verdict, CheckError> {
         let settings = self.inner.limits.get(limit).ok_or_else(|| CheckError::UnknownLimit(limit.into()))?;
+        Ok(self.status_with(settings, limit, key).await)
+    }
+
+    /// [`Self::status`] against `settings` (see [`Self::check_with`]).
+    pub async fn status_with(&self, settings: &LimitSettings, limit: &str, key: &str) -> Verdict {
         let now = self.inner.clock.now_ms();
         let check = Check { limit, key, cost: 0 };
-        Ok(match self.call(limit, key, &settings.algorithm, Op::Status).await {
+        match self.call(limit, key, &settings.algorithm, Op::Status).await {
             Ok(a) => {
                 let held = self
                     .inner
@@ -654,7 +670,7 @@ impl Limiter {
                 Verdict { decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
             }
             Err(e) => self.fail(settings, check, now, e),
-        })
+        }
     }
 
     /// Ends the leases whose time is up and gives their unused units back.

@@ -7,8 +7,15 @@
 //! - [`store`]: the stores (DynamoDB, embedded redb, memory) and the one
 //!   compare-and-set loop above them.
 
+pub mod app;
 pub mod bench;
 pub mod breaker;
+pub mod client;
+pub mod config;
+pub mod http;
 pub mod lease;
 pub mod limits;
+pub mod metrics;
+pub mod resp;
+pub mod server;
 pub mod store;

@@ -1,5 +1,6 @@
 //! The `leasehold` binary: parses the command line and calls the library.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,6 +18,36 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon. With no config file: the embedded store in
+    /// ./leasehold.redb and the example limits `api`, `login`, `tokens`.
+    Serve {
+        /// TOML config file (also LEASEHOLD_CONFIG).
+        #[arg(long, env = "LEASEHOLD_CONFIG")]
+        config: Option<PathBuf>,
+        /// Unix socket for RESP clients (default ${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// HTTP address (default 127.0.0.1:7070).
+        #[arg(long)]
+        http: Option<String>,
+        /// The store: memory, embedded[:PATH], dynamodb:TABLE[@ENDPOINT].
+        #[arg(long)]
+        store: Option<StoreConfig>,
+    },
+    /// Ask a running daemon for a decision over its socket (consumes `cost`).
+    /// Exit status: 0 allowed, 1 denied, 2 error.
+    Check {
+        /// The limit's name.
+        limit: String,
+        /// The key.
+        key: String,
+        /// Units to spend.
+        #[arg(long, default_value_t = 1)]
+        cost: u64,
+        /// The daemon's socket (default ${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
     /// Manage the DynamoDB table.
     Table {
         #[command(subcommand)]
@@ -126,6 +157,38 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().command {
+        Command::Serve { config, socket, http, store } => {
+            let mut config = leasehold::config::Config::load(config.as_deref(), std::env::vars())?;
+            if let Some(socket) = socket {
+                config.server.socket = socket;
+            }
+            if let Some(http) = http {
+                config.server.http = http;
+            }
+            if let Some(mut store) = store {
+                store.prefix = config.store.prefix.clone();
+                store.max_retries = config.store.max_retries;
+                config.store = store;
+            }
+            serve(config).await?;
+        }
+        Command::Check { limit, key, cost, socket } => {
+            let socket = socket.unwrap_or_else(|| leasehold::config::ServerConfig::default().socket);
+            match leasehold::client::throttle(&socket, &limit, &key, cost).await {
+                Ok(d) => {
+                    if d.allowed {
+                        println!("allowed: {} of {} remaining, full again in {} ms", d.remaining, d.limit, d.reset_after_ms);
+                    } else {
+                        println!("denied: retry in {} ms ({} of {} remaining)", d.retry_after_ms, d.remaining, d.limit);
+                        std::process::exit(1);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
         Command::Table { action: TableAction::Create { table, endpoint, region, hash_key } } => {
             let config =
                 StoreConfig { kind: StoreKind::Dynamodb, table, endpoint, region, hash_key, ..StoreConfig::default() };
@@ -187,5 +250,30 @@ async fn main() -> anyhow::Result<()> {
             anyhow::ensure!(failed == 0, "{failed} applies failed");
         }
     }
+    Ok(())
+}
+
+async fn serve(config: leasehold::config::Config) -> anyhow::Result<()> {
+    let socket = config.server.socket.clone();
+    let http_addr = config.server.http.clone();
+    let store = match config.store.kind {
+        StoreKind::Embedded => format!("embedded ({})", config.store.path.display()),
+        StoreKind::Memory => "memory".into(),
+        StoreKind::Dynamodb => format!(
+            "dynamodb (table {}{})",
+            config.store.table,
+            config.store.endpoint.as_deref().map(|e| format!(" at {e}")).unwrap_or_default()
+        ),
+    };
+    let limits = config.limits.keys().cloned().collect::<Vec<_>>().join(", ");
+    let app = leasehold::app::App::new(config).context("cannot open the store")?;
+    let unix = leasehold::resp::bind(&socket)?;
+    let http = tokio::net::TcpListener::bind(&http_addr).await.with_context(|| format!("cannot listen on {http_addr}"))?;
+    let bound = http.local_addr()?;
+    println!("leasehold {} serving limits [{limits}] from the {store} store", env!("CARGO_PKG_VERSION"));
+    println!("  socket (RESP): {}   try: redis-cli -s {} THROTTLE api user-42", socket.display(), socket.display());
+    println!("  http:          http://{bound}   dashboard: http://{bound}/   metrics: http://{bound}/metrics");
+    let stopped = leasehold::server::serve(app, unix, Some(socket), http, leasehold::server::signal()).await?;
+    println!("stopped; {} leased units given back to the store", stopped.refunded);
     Ok(())
 }
