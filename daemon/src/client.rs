@@ -16,11 +16,14 @@ use tokio::net::UnixStream;
 /// A message saying what failed: no daemon at `socket`, a RESP error from the
 /// daemon (unknown limit, store unavailable), or an unexpected reply.
 pub async fn throttle(socket: &Path, limit: &str, key: &str, cost: u64) -> Result<Decision, String> {
-    let mut stream = UnixStream::connect(socket)
-        .await
-        .map_err(|e| format!("cannot connect to the leasehold socket {}: {e} (is `leasehold serve` running?)", socket.display()))?;
+    let mut stream = UnixStream::connect(socket).await.map_err(|e| {
+        format!("cannot connect to the leasehold socket {}: {e} (is `leasehold serve` running?)", socket.display())
+    })?;
     let request = BytesFrame::Array(
-        ["THROTTLE", limit, key, &cost.to_string()].iter().map(|a| BytesFrame::BulkString(Bytes::copy_from_slice(a.as_bytes()))).collect(),
+        ["THROTTLE", limit, key, &cost.to_string()]
+            .iter()
+            .map(|a| BytesFrame::BulkString(Bytes::copy_from_slice(a.as_bytes())))
+            .collect(),
     );
     let mut out = BytesMut::new();
     extend_encode(&mut out, &request, false).map_err(|e| e.to_string())?;

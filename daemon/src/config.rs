@@ -72,7 +72,9 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        let dir = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+        let dir = std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|d| !d.is_empty())
+            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
         Self { socket: dir.join("leasehold.sock"), http: "127.0.0.1:7070".into(), max_connections: 1024 }
     }
 }
@@ -95,7 +97,10 @@ impl LeaseMax {
                 Ok(p) if p > 0.0 && p <= 100.0 => Ok(Self::Fraction(p / 100.0)),
                 _ => Err(invalid(field, format!("{s:?} is not a percentage from 0% to 100%"))),
             },
-            other => Err(invalid(field, format!("expected a unit count (>= 1), a fraction (0, 1] or a percentage like \"10%\", got {other}"))),
+            other => Err(invalid(
+                field,
+                format!("expected a unit count (>= 1), a fraction (0, 1] or a percentage like \"10%\", got {other}"),
+            )),
         }
     }
 
@@ -212,10 +217,9 @@ window = "1d"
 
 fn duration(field: &str, v: &toml::Value) -> Result<Duration, ConfigError> {
     match v {
-        toml::Value::String(s) => s
-            .parse::<DurationMs>()
-            .map(|d| Duration::from_millis(d.0))
-            .map_err(|e| invalid(field, e.to_string())),
+        toml::Value::String(s) => {
+            s.parse::<DurationMs>().map(|d| Duration::from_millis(d.0)).map_err(|e| invalid(field, e.to_string()))
+        }
         other => Err(invalid(field, format!("expected a duration string such as \"2s\", got {other}"))),
     }
 }
@@ -250,8 +254,9 @@ impl Config {
             Some(p) => std::fs::read_to_string(p).map_err(|source| ConfigError::Read { path: p.into(), source })?,
             None => EXAMPLE_LIMITS.to_string(),
         };
-        let mut table: toml::Table =
-            text.parse().map_err(|e: toml::de::Error| ConfigError::Parse { path: path.map(Into::into), message: e.to_string() })?;
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.map(Into::into), message: e.to_string() })?;
         apply_env(&mut table, env)?;
         Self::from_table(table).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.map(Into::into), message },
@@ -306,13 +311,19 @@ impl Config {
                 return Err(invalid(format!("auth.keys[{i}].tenant"), "must be non-empty and contain no ':'"));
             }
             if let Some(p) = k.permissions.iter().find(|p| !PERMISSIONS.contains(&p.as_str())) {
-                return Err(invalid(format!("auth.keys[{i}].permissions"), format!("unknown permission {p:?}; expected any of {}", PERMISSIONS.join(", "))));
+                return Err(invalid(
+                    format!("auth.keys[{i}].permissions"),
+                    format!("unknown permission {p:?}; expected any of {}", PERMISSIONS.join(", ")),
+                ));
             }
         }
         let mut limits = BTreeMap::new();
         for (name, v) in section(&mut table, "limits")? {
             let toml::Value::Table(t) = v else {
-                return Err(invalid(format!("limits.{name}"), "expected a table like { algorithm = \"gcra\", limit = 10, period = \"1s\" }"));
+                return Err(invalid(
+                    format!("limits.{name}"),
+                    "expected a table like { algorithm = \"gcra\", limit = 10, period = \"1s\" }",
+                ));
             };
             if name.is_empty() || name.contains(char::is_whitespace) || name.contains(':') {
                 return Err(invalid(format!("limits.{name}"), "a limit name must be non-empty, without spaces or ':'"));
@@ -348,9 +359,15 @@ fn lease_defaults(mut t: toml::Table) -> Result<LeaseDefaults, ConfigError> {
 
 fn limit(name: &str, mut t: toml::Table, d: &LeaseDefaults) -> Result<LimitSettings, ConfigError> {
     let at = |k: &str| format!("limits.{name}.{k}");
-    let mode = t.remove("mode").map(|v| enum_value(&at("mode"), &v, "\"leased\", \"direct\"")).transpose()?.unwrap_or(d.mode);
-    let fail = t.remove("fail").map(|v| enum_value(&at("fail"), &v, "\"closed\", \"open\"")).transpose()?.unwrap_or(d.fail);
-    let ttl = t.remove("lease_ttl").map(|v| duration(&at("lease_ttl"), &v).and_then(|x| positive(&at("lease_ttl"), x))).transpose()?.unwrap_or(d.ttl);
+    let mode =
+        t.remove("mode").map(|v| enum_value(&at("mode"), &v, "\"leased\", \"direct\"")).transpose()?.unwrap_or(d.mode);
+    let fail =
+        t.remove("fail").map(|v| enum_value(&at("fail"), &v, "\"closed\", \"open\"")).transpose()?.unwrap_or(d.fail);
+    let ttl = t
+        .remove("lease_ttl")
+        .map(|v| duration(&at("lease_ttl"), &v).and_then(|x| positive(&at("lease_ttl"), x)))
+        .transpose()?
+        .unwrap_or(d.ttl);
     let horizon = t
         .remove("lease_horizon")
         .map(|v| duration(&at("lease_horizon"), &v).and_then(|x| positive(&at("lease_horizon"), x)))
@@ -390,9 +407,8 @@ fn apply_env(table: &mut toml::Table, env: impl IntoIterator<Item = (String, Str
         };
         // Paths and addresses stay strings even when they look like numbers.
         let parsed = match (section.as_str(), field.as_str()) {
-            ("store", "path" | "table" | "endpoint" | "region" | "prefix" | "hash_key" | "kind") | ("server", "socket" | "http") => {
-                toml::Value::String(value)
-            }
+            ("store", "path" | "table" | "endpoint" | "region" | "prefix" | "hash_key" | "kind")
+            | ("server", "socket" | "http") => toml::Value::String(value),
             _ => parsed,
         };
         match table.entry(section.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())) {
@@ -425,7 +441,12 @@ mod tests {
 
     #[test]
     fn environment_overrides_the_file() {
-        let env = [("LEASEHOLD_STORE_KIND", "memory"), ("LEASEHOLD_SERVER_HTTP", "127.0.0.1:0"), ("LEASEHOLD_LEASE_MAX", "50%"), ("OTHER", "x")];
+        let env = [
+            ("LEASEHOLD_STORE_KIND", "memory"),
+            ("LEASEHOLD_SERVER_HTTP", "127.0.0.1:0"),
+            ("LEASEHOLD_LEASE_MAX", "50%"),
+            ("OTHER", "x"),
+        ];
         let c = Config::load(None, env.map(|(k, v)| (k.to_string(), v.to_string()))).unwrap();
         assert_eq!(c.store.kind, crate::store::StoreKind::Memory);
         assert_eq!(c.server.http, "127.0.0.1:0");
@@ -449,7 +470,10 @@ mod tests {
             ("[store]\nprefix = \"a:b\"", "store.prefix"),
             ("[limitz.a]\nx = 1", "limitz"),
             ("[[auth.keys]]\nkey = \"short\"\ntenant = \"t\"", "auth.keys[0].key"),
-            ("[[auth.keys]]\nkey = \"long-enough\"\ntenant = \"t\"\npermissions = [\"root\"]", "auth.keys[0].permissions"),
+            (
+                "[[auth.keys]]\nkey = \"long-enough\"\ntenant = \"t\"\npermissions = [\"root\"]",
+                "auth.keys[0].permissions",
+            ),
         ];
         for (toml, field) in cases {
             match load(toml) {

@@ -56,13 +56,19 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, message) = match self {
             Self::Malformed(m) => (StatusCode::BAD_REQUEST, format!("malformed JSON: {m}")),
-            Self::NotJson => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "send the body as Content-Type: application/json".into()),
+            Self::NotJson => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "send the body as Content-Type: application/json".into())
+            }
             Self::Unprocessable(m) => (StatusCode::UNPROCESSABLE_ENTITY, m),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or unknown API key".into()),
             Self::Forbidden(p) => (StatusCode::FORBIDDEN, format!("this API key lacks the `{p}` permission")),
             Self::UnknownLimit(l) => (StatusCode::NOT_FOUND, format!("unknown limit {l:?}")),
             Self::Unavailable(why) => {
-                let mut r = (StatusCode::SERVICE_UNAVAILABLE, Json(ErrorBody { error: "store unavailable".into(), reason: Some(why) })).into_response();
+                let mut r = (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    Json(ErrorBody { error: "store unavailable".into(), reason: Some(why) }),
+                )
+                    .into_response();
                 r.headers_mut().insert("retry-after", HeaderValue::from_static("1"));
                 return r;
             }
@@ -82,7 +88,11 @@ struct ErrorBody {
 ///
 /// # Errors
 /// 401 or 403 as above.
-pub fn authorize<'a>(app: &'a App, headers: &HeaderMap, permission: &'static str) -> Result<Option<&'a ApiKey>, ApiError> {
+pub fn authorize<'a>(
+    app: &'a App,
+    headers: &HeaderMap,
+    permission: &'static str,
+) -> Result<Option<&'a ApiKey>, ApiError> {
     let keys = &app.config.auth.keys;
     if keys.is_empty() {
         return Ok(None);
@@ -178,7 +188,11 @@ fn answer(v: Verdict) -> Result<Response, ApiError> {
     Ok(r)
 }
 
-async fn check(State(app): State<App>, headers: HeaderMap, body: Result<Json<CheckBody>, JsonRejection>) -> Result<Response, ApiError> {
+async fn check(
+    State(app): State<App>,
+    headers: HeaderMap,
+    body: Result<Json<CheckBody>, JsonRejection>,
+) -> Result<Response, ApiError> {
     let tenant = authorize(&app, &headers, "check")?;
     let Json(body) = body.map_err(|e| match e {
         JsonRejection::JsonSyntaxError(e) => ApiError::Malformed(e.body_text()),
@@ -193,7 +207,11 @@ async fn check(State(app): State<App>, headers: HeaderMap, body: Result<Json<Che
     answer(v.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?)
 }
 
-async fn status(State(app): State<App>, headers: HeaderMap, Path((limit, key)): Path<(String, String)>) -> Result<Response, ApiError> {
+async fn status(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path((limit, key)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
     let tenant = authorize(&app, &headers, "status")?;
     let key = scoped(tenant, &key);
     let v = app.limiter.status(&limit, &key).await.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
@@ -206,10 +224,13 @@ async fn health() -> Json<serde_json::Value> {
 
 async fn ready(State(app): State<App>) -> Response {
     match app.store_ready().await {
-        Ok(()) => Json(serde_json::json!({ "status": "ready", "store": app.limiter.cas().store().name() })).into_response(),
+        Ok(()) => {
+            Json(serde_json::json!({ "status": "ready", "store": app.limiter.cas().store().name() })).into_response()
+        }
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({ "status": "store unreachable" }))).into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, Json(serde_json::json!({ "status": "store unreachable" })))
+                .into_response()
         }
     }
 }

@@ -177,7 +177,10 @@ async fn main() -> anyhow::Result<()> {
             match leasehold::client::throttle(&socket, &limit, &key, cost).await {
                 Ok(d) => {
                     if d.allowed {
-                        println!("allowed: {} of {} remaining, full again in {} ms", d.remaining, d.limit, d.reset_after_ms);
+                        println!(
+                            "allowed: {} of {} remaining, full again in {} ms",
+                            d.remaining, d.limit, d.reset_after_ms
+                        );
                     } else {
                         println!("denied: retry in {} ms ({} of {} remaining)", d.retry_after_ms, d.remaining, d.limit);
                         std::process::exit(1);
@@ -268,7 +271,8 @@ async fn serve(config: leasehold::config::Config) -> anyhow::Result<()> {
     let limits = config.limits.keys().cloned().collect::<Vec<_>>().join(", ");
     let app = leasehold::app::App::new(config).context("cannot open the store")?;
     let unix = leasehold::resp::bind(&socket)?;
-    let http = tokio::net::TcpListener::bind(&http_addr).await.with_context(|| format!("cannot listen on {http_addr}"))?;
+    let http =
+        tokio::net::TcpListener::bind(&http_addr).await.with_context(|| format!("cannot listen on {http_addr}"))?;
     let bound = http.local_addr()?;
     println!("leasehold {} serving limits [{limits}] from the {store} store", env!("CARGO_PKG_VERSION"));
     println!("  socket (RESP): {}   try: redis-cli -s {} THROTTLE api user-42", socket.display(), socket.display());

@@ -36,7 +36,12 @@ impl Histogram {
         }
         let count = self.count.load(Ordering::Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {count}");
-        let _ = writeln!(out, "{name}_sum{{{}}} {}", labels.trim_end_matches(','), self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9);
+        let _ = writeln!(
+            out,
+            "{name}_sum{{{}}} {}",
+            labels.trim_end_matches(','),
+            self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9
+        );
         let _ = writeln!(out, "{name}_count{{{}}} {count}", labels.trim_end_matches(','));
     }
 }
@@ -82,20 +87,37 @@ pub fn render(app: &App) -> String {
     counter(
         "leasehold_store_operations_total",
         "Store operations.",
-        &[("{op=\"read\"}", c.reads), ("{op=\"write\"}", c.writes), ("{op=\"conflict\"}", c.conflicts), ("{op=\"retry\"}", c.retries), ("{op=\"error\"}", c.errors)],
+        &[
+            ("{op=\"read\"}", c.reads),
+            ("{op=\"write\"}", c.writes),
+            ("{op=\"conflict\"}", c.conflicts),
+            ("{op=\"retry\"}", c.retries),
+            ("{op=\"error\"}", c.errors),
+        ],
     );
-    counter("leasehold_store_corrupt_records_total", "Records whose state could not be read (treated as fresh).", &[("", c.corrupt)]);
+    counter(
+        "leasehold_store_corrupt_records_total",
+        "Records whose state could not be read (treated as fresh).",
+        &[("", c.corrupt)],
+    );
     counter("leasehold_leases_total", "Leases taken.", &[("", l.leases)]);
     counter(
         "leasehold_lease_units_total",
         "Units leased, refunded, lost.",
-        &[("{kind=\"leased\"}", l.units_leased), ("{kind=\"refunded\"}", l.units_refunded), ("{kind=\"lost\"}", l.units_lost)],
+        &[
+            ("{kind=\"leased\"}", l.units_leased),
+            ("{kind=\"refunded\"}", l.units_refunded),
+            ("{kind=\"lost\"}", l.units_lost),
+        ],
     );
     let m = &app.metrics;
     counter(
         "leasehold_socket_connections_total",
         "Socket connections accepted and refused.",
-        &[("{result=\"accepted\"}", m.connections.load(Ordering::Relaxed)), ("{result=\"refused\"}", m.connections_refused.load(Ordering::Relaxed))],
+        &[
+            ("{result=\"accepted\"}", m.connections.load(Ordering::Relaxed)),
+            ("{result=\"refused\"}", m.connections_refused.load(Ordering::Relaxed)),
+        ],
     );
     counter("leasehold_socket_commands_total", "Socket commands served.", &[("", m.commands.load(Ordering::Relaxed))]);
     let breaker = app.limiter.breaker_state();
@@ -105,7 +127,10 @@ pub fn render(app: &App) -> String {
     for s in ["closed", "open", "half_open"] {
         let _ = writeln!(o, "leasehold_breaker_state{{state=\"{s}\"}} {}", u8::from(breaker.name() == s));
     }
-    let _ = writeln!(o, "# HELP leasehold_decision_seconds Decision latency by surface.\n# TYPE leasehold_decision_seconds histogram");
+    let _ = writeln!(
+        o,
+        "# HELP leasehold_decision_seconds Decision latency by surface.\n# TYPE leasehold_decision_seconds histogram"
+    );
     m.resp_latency.render(&mut o, "leasehold_decision_seconds", "surface=\"socket\",");
     m.http_latency.render(&mut o, "leasehold_decision_seconds", "surface=\"http\",");
     o

@@ -42,10 +42,9 @@ fn text<'a>(arg: &'a Bytes, what: &str) -> Result<&'a str, BytesFrame> {
 }
 
 fn integer(arg: &Bytes, what: &str) -> Result<u64, BytesFrame> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| error(format!("ERR {what} must be a non-negative integer, got '{}'", String::from_utf8_lossy(arg))))
+    std::str::from_utf8(arg).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| {
+        error(format!("ERR {what} must be a non-negative integer, got '{}'", String::from_utf8_lossy(arg)))
+    })
 }
 
 /// Applies one request frame; returns the reply and whether to close after it.
@@ -102,8 +101,20 @@ pub(super) async fn dispatch(app: &App, frame: BytesFrame) -> (BytesFrame, bool)
     (reply, false)
 }
 
-const COMMANDS: [&str; 12] =
-    ["THROTTLE", "STATUS", "CL.THROTTLE", "PING", "ECHO", "INFO", "HELLO", "QUIT", "COMMAND", "CLIENT", "SELECT", "HELP"];
+const COMMANDS: [&str; 12] = [
+    "THROTTLE",
+    "STATUS",
+    "CL.THROTTLE",
+    "PING",
+    "ECHO",
+    "INFO",
+    "HELLO",
+    "QUIT",
+    "COMMAND",
+    "CLIENT",
+    "SELECT",
+    "HELP",
+];
 
 fn verdict(v: &Verdict) -> BytesFrame {
     if v.served == Served::Unavailable {
@@ -132,7 +143,9 @@ async fn throttle(app: &App, args: &[Bytes]) -> BytesFrame {
         [l, k, c] => (l, k, Some(c)),
         _ => return arity("THROTTLE"),
     };
-    let parsed = (|| Ok((text(limit, "limit")?, text(key, "key")?, cost.map(|c| integer(c, "cost")).transpose()?.unwrap_or(1))))();
+    let parsed = (|| {
+        Ok((text(limit, "limit")?, text(key, "key")?, cost.map(|c| integer(c, "cost")).transpose()?.unwrap_or(1)))
+    })();
     let (limit, key, cost) = match parsed {
         Ok(p) => p,
         Err(e) => return e,

@@ -64,7 +64,8 @@ pub(super) async fn run(stream: UnixStream, app: App, mut shutdown: watch::Recei
         match next {
             None => return,
             Some(Err(e)) => {
-                let reply = BytesFrame::Error(format!("ERR protocol error: {}; closing connection", e.details()).into());
+                let reply =
+                    BytesFrame::Error(format!("ERR protocol error: {}; closing connection", e.details()).into());
                 let _ = writer.send(reply).await;
                 return;
             }

@@ -25,7 +25,8 @@ pub use cmd::cl_throttle_settings;
 /// An I/O error saying what failed, naming the path.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
-    let named = |what: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()));
+    let named =
+        |what: &str, e: std::io::Error| std::io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()));
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| named("cannot create the directory of", e))?;
     }
@@ -39,7 +40,8 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
         std::fs::remove_file(path).map_err(|e| named("cannot remove the stale socket", e))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| named("cannot bind", e))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(|e| named("cannot set permissions on", e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| named("cannot set permissions on", e))?;
     Ok(listener)
 }
 

@@ -173,6 +173,9 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// Transient store errors retried within one apply (conflicts have their own budget).
+const MAX_ERROR_RETRIES: u32 = 2;
+
 type Reply = oneshot::Sender<Result<Applied, StoreUnavailable>>;
 
 struct Queued {
@@ -289,7 +292,7 @@ impl Inner {
     /// One combined read-modify-write for `batch`, retried on conflict.
     async fn round(&self, key: &str, batch: Vec<Queued>) {
         bump(&self.stats.batches);
-        let mut attempts = 0u32;
+        let (mut attempts, mut errors) = (0u32, 0u32);
         let failure = loop {
             match self.attempt(key, &batch).await {
                 Ok(Some(results)) => {
@@ -301,10 +304,10 @@ impl Inner {
                 Ok(None) => bump(&self.stats.conflicts),
                 Err(e) => {
                     bump(&self.stats.errors);
-                    if !e.transient {
-                        break StoreUnavailable::Backend(e);
-                    }
-                    if attempts >= self.options.max_retries {
+                    errors += 1;
+                    // Conflicts mean a healthy, busy store and are retried up to
+                    // `max_retries`; errors mean a sick one: retried twice at most.
+                    if !e.transient || errors > MAX_ERROR_RETRIES || attempts >= self.options.max_retries {
                         break StoreUnavailable::Backend(e);
                     }
                 }
