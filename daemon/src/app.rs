@@ -22,6 +22,10 @@ pub struct App {
     pub metrics: Arc<Metrics>,
     /// When the daemon started.
     pub started: Instant,
+    /// Live stats for the dashboard.
+    pub events: Arc<crate::events::Events>,
+    /// Turns true when the daemon is stopping: long-lived streams end then.
+    pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl App {
@@ -47,7 +51,23 @@ impl App {
         let cas = Cas::new(store, clock, config.store.cas_options());
         let limits: HashMap<_, _> = config.limits.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let limiter = Limiter::new(limits, cas, config.lease.limiter);
-        Self { limiter, config: Arc::new(config), metrics: Arc::default(), started: Instant::now() }
+        let events = Arc::new(crate::events::Events::new(config.auth.hash_keys_in_events));
+        let stopping = Arc::new(tokio::sync::watch::channel(false).0);
+        let app = Self {
+            limiter,
+            config: Arc::new(config),
+            metrics: Arc::default(),
+            started: Instant::now(),
+            events,
+            stopping,
+        };
+        crate::events::spawn_aggregator(&app);
+        app
+    }
+
+    /// Offers a decision to the dashboard's sketch and sample (cheap; never blocks).
+    pub fn observe(&self, limit: &str, key: &str, v: &crate::lease::Verdict) {
+        self.events.observer.observe(limit, key, v);
     }
 
     /// Whether the store answers now (for `/ready`).

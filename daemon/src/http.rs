@@ -29,6 +29,7 @@ pub fn router(app: App) -> Router {
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
+        .merge(crate::dashboard::routes())
         .with_state(app)
 }
 
@@ -204,7 +205,9 @@ async fn check(
     let start = Instant::now();
     let v = app.limiter.check(Check { limit: &body.limit, key: &key, cost: body.cost }).await;
     app.metrics.http_latency.record(start.elapsed());
-    answer(v.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?)
+    let v = v.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
+    app.observe(&body.limit, &key, &v);
+    answer(v)
 }
 
 async fn status(

@@ -138,7 +138,7 @@ pub struct LimiterStats {
 }
 
 /// A snapshot of [`LimiterStats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[allow(missing_docs)]
 pub struct LimiterCounts {
     pub allowed_local: u64,

@@ -12,6 +12,8 @@ pub mod bench;
 pub mod breaker;
 pub mod client;
 pub mod config;
+pub mod dashboard;
+pub mod events;
 pub mod http;
 pub mod lease;
 pub mod limits;

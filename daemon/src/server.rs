@@ -40,6 +40,7 @@ pub async fn serve(
     shutdown.await;
     tracing::info!("stopping: no new connections; finishing in-flight requests");
     let _ = stop.send(true);
+    app.stopping.send_replace(true);
     let _ = resp.await;
     let served = http.await.map_err(std::io::Error::other)?;
     if let Some(path) = socket_path {

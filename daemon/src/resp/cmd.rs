@@ -152,7 +152,10 @@ async fn throttle(app: &App, args: &[Bytes]) -> BytesFrame {
     };
     let start = Instant::now();
     let reply = match app.limiter.check(crate::lease::Check { limit, key, cost }).await {
-        Ok(v) => verdict(&v),
+        Ok(v) => {
+            app.observe(limit, key, &v);
+            verdict(&v)
+        }
         Err(e) => unknown(e),
     };
     app.metrics.resp_latency.record(start.elapsed());
@@ -217,6 +220,7 @@ async fn cl_throttle(app: &App, args: &[Bytes]) -> BytesFrame {
     let start = Instant::now();
     let v = app.limiter.check_with(&settings, crate::lease::Check { limit: &name, key, cost: quantity }).await;
     app.metrics.resp_latency.record(start.elapsed());
+    app.observe(&name, key, &v);
     if v.served == Served::Unavailable {
         return verdict(&v);
     }
