@@ -177,7 +177,7 @@ impl Observer {
 
     /// Offers one decision: sampled, and skipped rather than waited for.
     pub fn observe(&self, limit: &str, key: &str, v: &Verdict) {
-        if self.seen.fetch_add(1, Ordering::Relaxed) % SAMPLE_EVERY != 0 {
+        if !self.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(SAMPLE_EVERY) {
             return;
         }
         if let Ok(mut hot) = self.hot.try_lock() {
