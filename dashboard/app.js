@@ -42,6 +42,7 @@ function draw(canvas, lines, stacked) {
   for (const l of lines) {
     const s = series[l.name];
     const off = HISTORY - s.length;
+    if (stacked && s.every((v) => v === 0)) continue; // an empty band draws no line over the others
     ctx.beginPath();
     s.forEach((v, i) => { const top = (stacked ? base[i + off] : 0) + v; const px = x(i + off), py = y(top); i ? ctx.lineTo(px, py) : ctx.moveTo(px, py); });
     ctx.strokeStyle = l.color; ctx.lineWidth = 2; ctx.stroke();
@@ -63,9 +64,11 @@ function render(s) {
   $("decisions-total").textContent = decisions.toLocaleString();
   $("local-total").textContent = local.toLocaleString();
   $("local-share").textContent = decisions ? `${((100 * local) / decisions).toFixed(1)}%` : "–";
-  const saving = s.writesPerDecision > 0 ? s.directWritesPerDecision / s.writesPerDecision : NaN;
+  const saving = s.storeCallsPerDecision > 0 ? s.directCallsPerDecision / s.storeCallsPerDecision : NaN;
   $("saving").textContent = isFinite(saving) ? `${fmt(saving)}× fewer` : "–";
+  $("cpd").textContent = s.storeCallsPerDecision.toFixed(4);
   $("wpd").textContent = s.writesPerDecision.toFixed(4);
+  $("direct-cpd").textContent = s.directCallsPerDecision.toFixed(2);
   $("direct-wpd").textContent = s.directWritesPerDecision.toFixed(2);
   $("held").textContent = fmt(s.unitsHeld);
   $("leases").textContent = fmt(t.leases);

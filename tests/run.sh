@@ -5,7 +5,7 @@
 # Env:
 #   CARGO_TARGET_DIR  build cache (default: ~/.cache/leasehold/target, outside the
 #                     clone so fresh clones build incrementally; nothing depends on it)
-#   LEASEHOLD_SKIP    space-separated stages to skip (lint dynamodb unit wasm)
+#   LEASEHOLD_SKIP    space-separated stages to skip (lint dynamodb unit browser bindings wasm)
 #   LEASEHOLD_DYNAMODB_ENDPOINT  use this DynamoDB-API server instead of starting DynamoDB Local
 set -euo pipefail
 
@@ -48,6 +48,22 @@ fi
 if ! skip unit; then
   stage "unit, property and integration tests"
   cargo test --workspace --locked
+fi
+
+if ! skip browser; then
+  stage "dashboard in headless Chromium"
+  if [[ ! -x /usr/bin/chromium ]]; then
+    apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+  fi
+  cargo build -p leasehold --locked   # the binary the page is served from
+  (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error && LEASEHOLD_BIN="$CARGO_TARGET_DIR/debug/leasehold" node --test)
+  echo "screenshot: target/dashboard.png"
+fi
+
+if ! skip bindings; then
+  stage "bindings: Node (napi), Python (uniffi), wasm (Node and Chromium)"
+  bash bindings/run-tests.sh
 fi
 
 if ! skip wasm; then

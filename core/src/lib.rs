@@ -58,6 +58,7 @@ pub mod clock;
 mod decision;
 pub mod duration;
 mod error;
+pub mod local;
 mod rule;
 mod spec;
 mod state;
@@ -66,6 +67,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, RETRY_NEVER};
 pub use duration::DurationMs;
 pub use error::{SpecError, StateError};
+pub use local::LocalLimiter;
 pub use spec::{Algorithm, AlgorithmKind, LimitSpec};
 pub use state::State;
 

@@ -129,10 +129,14 @@ pub struct Stats {
     pub writes_per_s: f64,
     /// Store conflicts per second.
     pub conflicts_per_s: f64,
-    /// Store writes per decision since start (leased).
+    /// Store writes per decision since start.
     pub writes_per_decision: f64,
     /// What direct mode would have cost: one conditional write per allowed decision.
     pub direct_writes_per_decision: f64,
+    /// Store calls (reads and writes) per decision since start.
+    pub store_calls_per_decision: f64,
+    /// What direct mode would have cost: a read per decision and a write per allowed one.
+    pub direct_calls_per_decision: f64,
     /// Leases with unspent units and the units they hold.
     pub units_held: u64,
     /// The breaker: `closed`, `open`, `half_open`.
@@ -275,6 +279,8 @@ pub fn spawn_aggregator(app: &crate::app::App) {
                 conflicts_per_s: rate(c.conflicts, last_store.2),
                 writes_per_decision: c.writes as f64 / decisions,
                 direct_writes_per_decision: allowed(&l) as f64 / decisions,
+                store_calls_per_decision: (c.reads + c.writes) as f64 / decisions,
+                direct_calls_per_decision: (decisions + allowed(&l) as f64) / decisions,
                 units_held: l.units_held,
                 breaker: limiter.breaker_state().name(),
                 l1_keys: limiter.keys_cached(),

@@ -1,0 +1,106 @@
+// The dashboard in a real browser: start the daemon, open the page in
+// headless Chromium, drive traffic over the Unix socket, and watch the
+// counters, the charts and the hot-keys table move.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import net from "node:net";
+import { chromium } from "playwright-core";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const bin = process.env.LEASEHOLD_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(root, "target"), "debug", "leasehold");
+const shots = join(root, "target");
+
+function startDaemon() {
+  const dir = mkdtempSync(join(tmpdir(), "leasehold-browser-"));
+  const socket = join(dir, "leasehold.sock");
+  const config = join(dir, "leasehold.toml");
+  // A generous limit, so most traffic is allowed and leases grow large.
+  writeFileSync(config, '[limits.api]\nalgorithm = "token_bucket"\ncapacity = 1000000\nrefill_per_sec = 100000\nlease_max = 5000\n\n[limits.login]\nalgorithm = "fixed_window"\nlimit = 5\nwindow = "1m"\nmode = "direct"\n');
+  const child = spawn(bin, ["serve", "--config", config, "--store", "memory", "--socket", socket, "--http", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "inherit"] });
+  return new Promise((resolveUrl, reject) => {
+    let out = "";
+    child.on("exit", (code) => reject(new Error(`daemon exited with ${code}: ${out}`)));
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const m = out.match(/http:\s+(http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) resolveUrl({ child, url: m[1], socket });
+    });
+  });
+}
+
+const resp = (...args) => `*${args.length}\r\n` + args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join("");
+
+// Pipelines THROTTLE commands over one connection until `stop()`; resolves
+// with the number of replies read.
+function drive(socket, key, batch = 200) {
+  const conn = net.createConnection(socket);
+  let running = true, replies = 0, pending = 0;
+  const send = () => { if (running) { pending += batch; conn.write(resp("THROTTLE", "api", key).repeat(batch)); } };
+  conn.on("data", (buf) => {
+    // Every reply is an array of five integers: count the array headers.
+    const n = buf.toString().split("*5\r\n").length - 1;
+    replies += n; pending -= n;
+    if (pending <= 0) send();
+  });
+  conn.on("connect", send);
+  return { stop: () => new Promise((r) => { running = false; conn.end(); conn.on("close", () => r(replies)); }) };
+}
+
+test("the dashboard shows live decisions, the write saving and the hot key", { timeout: 120_000 }, async () => {
+  const { child, url, socket } = await startDaemon();
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    const external = [];
+    page.on("request", (r) => { if (!r.url().startsWith(url)) external.push(r.url()); });
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(url);
+    await page.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 10_000 });
+    await page.getByTestId("limits").getByText("api").waitFor();
+    assert.equal(await page.getByTestId("decisions-total").textContent(), "0");
+
+    const hot = drive(socket, "user-hot");
+    const cold = drive(socket, "user-cold", 1);
+    await page.waitForFunction(() => Number(document.querySelector("[data-testid=decisions-total]").textContent.replace(/\D/g, "")) > 500, null, { timeout: 20_000 });
+    await page.getByTestId("hot-keys").getByText("api/user-hot").waitFor({ timeout: 20_000 });
+    const inked = () => page.evaluate(() => {
+      const c = document.querySelector("[data-testid=chart-decisions]");
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let coloured = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i + 1] > 150 && d[i] < 120) coloured++; // the green "allowed" line
+      return coloured;
+    });
+    await page.waitForTimeout(1_500); // a few points first
+    const early = await inked();
+    await page.waitForTimeout(3_000); // six more points while traffic flows
+    const later = await inked();
+    assert.ok(early > 0 && later > early, `the decisions chart grows as points arrive (${early} -> ${later} green pixels)`);
+    mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: join(shots, "dashboard.png"), fullPage: true });
+    const before = Number((await page.getByTestId("decisions-total").textContent()).replace(/\D/g, ""));
+    const served = (await hot.stop()) + (await cold.stop());
+    assert.ok(served > 500, `replies read: ${served}`);
+    await page.waitForTimeout(1_000);
+    const after = Number((await page.getByTestId("decisions-total").textContent()).replace(/\D/g, ""));
+    assert.ok(after >= before && after >= served, `the counter caught up with the traffic: ${before} -> ${after} (${served} replies)`);
+
+    const saving = await page.getByTestId("saving").textContent();
+    assert.match(saving, /× fewer/, "the write saving is shown");
+    const firstHot = await page.locator("[data-testid=hot-keys] tr td").first().textContent();
+    assert.equal(firstHot, "api/user-hot", "the hot key tops the table");
+    assert.deepEqual(external, [], "no external requests");
+    assert.deepEqual(errors, [], "no page errors");
+  } finally {
+    await browser.close();
+    child.kill("SIGTERM");
+  }
+});
