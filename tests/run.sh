@@ -56,7 +56,8 @@ if ! skip browser; then
     apt-get update -qq || true
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
   fi
-  cargo build -p leasehold --locked   # the binary the page is served from
+  # The binary the page is served from: the one the test stage built, if any.
+  [[ -x "$CARGO_TARGET_DIR/debug/leasehold" ]] || cargo test --workspace --locked --no-run
   (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error && LEASEHOLD_BIN="$CARGO_TARGET_DIR/debug/leasehold" node --test)
   echo "screenshot: target/dashboard.png"
 fi
