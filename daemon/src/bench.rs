@@ -230,7 +230,12 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
     let limiters: Vec<Limiter> = (0..run.limiters)
         .map(|_| {
             let cas = Cas::new(store.clone(), Arc::new(SystemClock), config.cas_options());
-            Limiter::new(limits.clone(), cas, LimiterConfig::default())
+            // Measure throughput, not fault handling: a saturated store is
+            // slow, not down, so neither the timeout nor the breaker may cut in.
+            let mut lc = LimiterConfig::default();
+            lc.store_timeout = Duration::from_secs(30);
+            lc.breaker.failures = u32::MAX;
+            Limiter::new(limits.clone(), cas, lc)
         })
         .collect();
     let zipf = run.zipf_keys.map(|n| Arc::new(Zipf::new(n, 1.1)));
@@ -256,6 +261,7 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
                         samples.push(t.elapsed().as_nanos() as u64);
                     }
                     decisions += 1;
+                    anyhow::ensure!(v.unavailable.is_none(), "store unavailable during the run: {:?}", v.unavailable);
                     if v.decision.allowed {
                         allowed += 1;
                         if run.print_admissions {

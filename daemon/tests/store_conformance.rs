@@ -247,7 +247,22 @@ async fn the_embedded_store_loses_no_update_across_tasks_and_reopens_with_its_co
             t.await.unwrap();
         }
     }
-    let store: Arc<dyn Store> = Arc::new(leasehold::store::embedded::EmbeddedStore::open(&path).unwrap());
+    // The file closes when the last handle goes, including the CAS loop's
+    // driver tasks, which end just after their last reply.
+    let mut reopened = None;
+    for _ in 0..100 {
+        match leasehold::store::embedded::EmbeddedStore::open(&path) {
+            Ok(s) => {
+                reopened = Some(s);
+                break;
+            }
+            Err(e) if e.message.contains("already open") => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let store: Arc<dyn Store> = Arc::new(reopened.expect("the file was released"));
     let rec = store.get("lost:l:k").await.unwrap().unwrap();
     match a.parse_state(&rec.state).unwrap() {
         State::FixedWindow(w) => assert_eq!(w.n, 400, "8 tasks x 50 applies, none lost"),

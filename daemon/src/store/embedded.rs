@@ -1,13 +1,18 @@
 //! The embedded store: records in a redb file. The default store — a single
 //! host needs nothing else, and counters survive a restart.
 //!
-//! Every `put_if` is one redb write transaction (read the version, compare,
-//! insert, commit with `Durability::Immediate`), so it is atomic against every
-//! other writer; redb allows one write transaction at a time and one process
-//! per file. Calls run on tokio's blocking pool.
+//! Writes are **group-committed**: one writer thread takes every `put_if`
+//! waiting at that moment, applies them in order inside one redb write
+//! transaction (each compares its key's version, then inserts, so each is
+//! atomic against every other writer), and commits once with
+//! `Durability::Immediate`. Each caller gets its own outcome after the fsync;
+//! many concurrent writers cost one fsync, not one each. redb allows one
+//! process per file. Reads run on tokio's blocking pool.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -17,11 +22,39 @@ use super::{PutOutcome, Record, Store, StoreError};
 const RECORDS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("records");
 const NAME: &str = "embedded";
 
+/// Most writes committed in one transaction.
+const MAX_GROUP: usize = 1024;
+
+/// A write waiting for the writer thread.
+struct PendingPut {
+    key: String,
+    bytes: Vec<u8>,
+    expected: Option<u64>,
+    reply: tokio::sync::oneshot::Sender<Result<PutOutcome, StoreError>>,
+}
+
+/// The writer thread; dropping the last store handle stops and joins it, so
+/// the file is closed when the store is gone.
+struct Writer {
+    queue: Mutex<Option<mpsc::Sender<PendingPut>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.queue.lock().map(|mut q| q.take()).ok();
+        if let Some(t) = self.thread.lock().ok().and_then(|mut t| t.take()) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// A redb-backed store.
 #[derive(Clone)]
 pub struct EmbeddedStore {
     db: Arc<Database>,
     path: PathBuf,
+    writer: Arc<Writer>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -49,7 +82,17 @@ impl EmbeddedStore {
         let txn = db.begin_write().map_err(|e| permanent("begin", e))?;
         txn.open_table(RECORDS).map_err(|e| permanent("create table", e))?;
         txn.commit().map_err(|e| permanent("commit", e))?;
-        Ok(Self { db: Arc::new(db), path })
+        let db = Arc::new(db);
+        let (queue, pending) = mpsc::channel();
+        let thread = {
+            let db = db.clone();
+            std::thread::Builder::new()
+                .name("leasehold-redb-writer".into())
+                .spawn(move || write_groups(&db, &pending))
+                .map_err(|e| permanent("cannot start the writer thread", e))?
+        };
+        let writer = Arc::new(Writer { queue: Mutex::new(Some(queue)), thread: Mutex::new(Some(thread)) });
+        Ok(Self { db, path, writer })
     }
 
     /// The file the store lives in.
@@ -70,6 +113,56 @@ impl EmbeddedStore {
 
 fn decode(key: &str, bytes: &[u8]) -> Result<Record, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| permanent(&format!("record {key:?} is corrupt"), e))
+}
+
+/// The writer thread: commits every waiting write in one transaction.
+fn write_groups(db: &Database, pending: &mpsc::Receiver<PendingPut>) {
+    while let Ok(first) = pending.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match pending.try_recv() {
+                Ok(p) => group.push(p),
+                Err(_) => break,
+            }
+        }
+        match commit_group(db, &group) {
+            Ok(outcomes) => {
+                for (p, o) in group.into_iter().zip(outcomes) {
+                    let _ = p.reply.send(Ok(o));
+                }
+            }
+            Err(e) => {
+                for p in group {
+                    let _ = p.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Applies each conditional write in order in one transaction; commits if any wrote.
+fn commit_group(db: &Database, group: &[PendingPut]) -> Result<Vec<PutOutcome>, StoreError> {
+    let txn = db.begin_write().map_err(|e| permanent("begin write", e))?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    {
+        let mut table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
+        for p in group {
+            let current = table.get(p.key.as_str()).map_err(|e| permanent("read", e))?;
+            let version = current.map(|v| decode(&p.key, v.value()).map(|r| r.version)).transpose()?;
+            if version == p.expected {
+                table.insert(p.key.as_str(), p.bytes.as_slice()).map_err(|e| permanent("write", e))?;
+                outcomes.push(PutOutcome::Written);
+            } else {
+                outcomes.push(PutOutcome::Conflict);
+            }
+        }
+    }
+    if outcomes.contains(&PutOutcome::Written) {
+        txn.commit().map_err(|e| permanent("commit", e))?;
+    } else {
+        txn.abort().map_err(|e| permanent("abort", e))?;
+    }
+    Ok(outcomes)
 }
 
 fn read(db: &Database, key: &str) -> Result<Option<Record>, StoreError> {
@@ -96,27 +189,13 @@ impl Store for EmbeddedStore {
         record: &Record,
         expected_version: Option<u64>,
     ) -> Result<PutOutcome, StoreError> {
-        let key = key.to_owned();
         let bytes = serde_json::to_vec(record).map_err(|e| permanent("encode", e))?;
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(|e| permanent("begin write", e))?;
-            let outcome = {
-                let mut table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
-                let current = table.get(key.as_str()).map_err(|e| permanent("read", e))?;
-                let version = current.map(|v| decode(&key, v.value()).map(|r| r.version)).transpose()?;
-                if version == expected_version {
-                    table.insert(key.as_str(), bytes.as_slice()).map_err(|e| permanent("write", e))?;
-                    PutOutcome::Written
-                } else {
-                    PutOutcome::Conflict
-                }
-            };
-            match outcome {
-                PutOutcome::Written => txn.commit().map_err(|e| permanent("commit", e))?,
-                PutOutcome::Conflict => txn.abort().map_err(|e| permanent("abort", e))?,
-            }
-            Ok(outcome)
-        })
-        .await
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let put = PendingPut { key: key.to_owned(), bytes, expected: expected_version, reply };
+        let sent = self.writer.queue.lock().ok().and_then(|q| q.as_ref().map(|q| q.send(put).is_ok()));
+        if sent != Some(true) {
+            return Err(permanent("write", "the store is closed"));
+        }
+        outcome.await.map_err(|_| StoreError::transient(NAME, "the writer thread stopped"))?
     }
 }
