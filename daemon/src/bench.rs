@@ -232,9 +232,11 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
             let cas = Cas::new(store.clone(), Arc::new(SystemClock), config.cas_options());
             // Measure throughput, not fault handling: a saturated store is
             // slow, not down, so neither the timeout nor the breaker may cut in.
-            let mut lc = LimiterConfig::default();
-            lc.store_timeout = Duration::from_secs(30);
-            lc.breaker.failures = u32::MAX;
+            let lc = LimiterConfig {
+                store_timeout: Duration::from_secs(30),
+                breaker: crate::breaker::BreakerConfig { failures: u32::MAX, ..Default::default() },
+                ..LimiterConfig::default()
+            };
             Limiter::new(limits.clone(), cas, lc)
         })
         .collect();
