@@ -211,7 +211,12 @@ struct Demand {
 /// (drained, installed) only by the holder of `refill`, inside a seqlock on
 /// `generation` (odd while changing): a spender that sees the generation move
 /// during its spend drops the units it took rather than risk spending a unit
-/// of one lease under another's window.
+/// of one lease under another's window. One interleaving escapes the seqlock:
+/// the eviction listener drains a slot (without `refill`) while a renewal is
+/// installing into it, so both bump the generation at once; a spender caught
+/// exactly between can spend a unit of the lease being installed. The
+/// renewal then sees `evicted` and drains the rest, so the exposure is the
+/// units of one lease on a key that was just evicted as idle.
 #[derive(Debug)]
 struct Slot {
     limit: Box<str>,
