@@ -153,7 +153,8 @@ pub struct Stats {
 #[derive(Debug)]
 pub struct Observer {
     seen: AtomicU64,
-    hot: Mutex<(SpaceSaving, Instant)>,
+    /// The sketch, when its window started, and a scratch buffer for keys.
+    hot: Mutex<(SpaceSaving, Instant, String)>,
     recent: Mutex<VecDeque<Recent>>,
     hash_keys: bool,
     hasher: RandomState,
@@ -164,7 +165,7 @@ impl Observer {
     pub fn new(hash_keys: bool) -> Self {
         Self {
             seen: AtomicU64::new(0),
-            hot: Mutex::new((SpaceSaving::new(SKETCH_CAPACITY), Instant::now())),
+            hot: Mutex::new((SpaceSaving::new(SKETCH_CAPACITY), Instant::now(), String::with_capacity(64))),
             recent: Mutex::new(VecDeque::with_capacity(RECENT_MAX)),
             hash_keys,
             hasher: RandomState::new(),
@@ -184,9 +185,19 @@ impl Observer {
         if !self.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(SAMPLE_EVERY) {
             return;
         }
-        if let Ok(mut hot) = self.hot.try_lock() {
-            let shown = self.shown(key);
-            hot.0.offer(&format!("{limit}/{shown}"), SAMPLE_EVERY);
+        if let Ok(mut guard) = self.hot.try_lock() {
+            // Build `limit/key` in the scratch buffer: a key already tracked costs no allocation.
+            let (sketch, _, scratch) = &mut *guard;
+            scratch.clear();
+            scratch.push_str(limit);
+            scratch.push('/');
+            if self.hash_keys {
+                use std::fmt::Write;
+                let _ = write!(scratch, "#{:016x}", self.hasher.hash_one(key));
+            } else {
+                scratch.push_str(key);
+            }
+            sketch.offer(scratch, SAMPLE_EVERY);
         }
         if let Ok(mut recent) = self.recent.try_lock() {
             if recent.len() < RECENT_MAX {
@@ -211,7 +222,8 @@ impl Observer {
             let mut hot = self.hot.lock().expect("sketch lock");
             let top = hot.0.top(10).into_iter().map(|(key, decisions)| HotKey { key, decisions }).collect();
             if hot.1.elapsed() >= HOT_WINDOW {
-                *hot = (SpaceSaving::new(SKETCH_CAPACITY), Instant::now());
+                hot.0 = SpaceSaving::new(SKETCH_CAPACITY);
+                hot.1 = Instant::now();
             }
             top
         };

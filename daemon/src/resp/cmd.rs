@@ -64,20 +64,29 @@ pub(super) async fn dispatch(app: &App, frame: BytesFrame) -> (BytesFrame, bool)
         }
         _ => return (error("ERR expected a command as an array of strings"), false),
     };
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+    // Upper-case the command name on the stack: no allocation per command.
+    let mut upper = [0u8; 16];
+    let name = match args[0].len() {
+        n @ 1..=16 => {
+            upper[..n].copy_from_slice(&args[0]);
+            upper[..n].make_ascii_uppercase();
+            std::str::from_utf8(&upper[..n]).unwrap_or("")
+        }
+        _ => "",
+    };
     let rest = &args[1..];
-    let reply = match name.as_str() {
+    let reply = match name {
         "THROTTLE" => throttle(app, rest).await,
         "STATUS" => status(app, rest).await,
         "CL.THROTTLE" => cl_throttle(app, rest).await,
         "PING" => match rest {
             [] => BytesFrame::SimpleString(Bytes::from_static(b"PONG")),
             [msg] => bulk(msg.clone()),
-            _ => arity(&name),
+            _ => arity(name),
         },
         "ECHO" => match rest {
             [msg] => bulk(msg.clone()),
-            _ => arity(&name),
+            _ => arity(name),
         },
         "INFO" => bulk(info(app)),
         "HELLO" => hello(rest),
@@ -90,7 +99,7 @@ pub(super) async fn dispatch(app: &App, frame: BytesFrame) -> (BytesFrame, bool)
         "SELECT" => match rest {
             [db] if &db[..] == b"0" => ok(),
             [_] => error("ERR leasehold has one database: SELECT 0"),
-            _ => arity(&name),
+            _ => arity(name),
         },
         _ => error(format!(
             "ERR unknown command '{}', leasehold speaks {}",
