@@ -64,7 +64,9 @@ fi
 
 if ! skip bindings; then
   stage "bindings: Node (napi), Python (uniffi), wasm (Node and Chromium)"
-  bash bindings/run-tests.sh
+  # The socket clients are also tested against the real daemon binary.
+  [[ -x "$CARGO_TARGET_DIR/debug/leasehold" ]] || cargo test --workspace --locked --no-run
+  LEASEHOLD_BIN="$CARGO_TARGET_DIR/debug/leasehold" bash bindings/run-tests.sh
 fi
 
 if ! skip wasm; then
