@@ -366,9 +366,8 @@ impl Algorithm {
     /// The key's standing at `now_ms` without consuming anything: a decision
     /// for zero units, whose `remaining` is what could be admitted now.
     pub fn status(&self, state: Option<&State>, now_ms: f64) -> Decision {
-        let (mut d, _) = self.decide(state, now_ms, 0);
-        d.remaining = self.available(state, now_ms);
-        d
+        // A zero-cost decision consumes nothing and reports what is available.
+        self.decide(state, now_ms, 0).0
     }
 
     /// Epoch milliseconds (a whole number, rounded up so it is never early) at

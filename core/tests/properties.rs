@@ -77,23 +77,22 @@ fn run(alg: &Algorithm, ops: &[Op]) -> Run {
     let mut state: Option<State> = None;
     let mut admitted = Vec::new();
     for op in ops {
-        let (dt, units, next) = match *op {
+        let (units, next) = match *op {
             Op::Decide { dt, cost } => {
                 now += dt as f64;
                 let (d, next) = alg.decide(state.as_ref(), now, cost);
                 if !d.allowed {
                     assert!(next.is_none(), "a denial leaves the state unchanged");
                 }
-                (dt, if d.allowed { cost } else { 0 }, next)
+                (if d.allowed { cost } else { 0 }, next)
             }
             Op::Take { dt, want, min } => {
                 now += dt as f64;
                 let (granted, next) = alg.take(state.as_ref(), now, want, min);
                 assert!(granted <= want && (granted == 0 || granted >= min), "take({want}, {min}) granted {granted}");
-                (dt, granted, next)
+                (granted, next)
             }
         };
-        let _ = dt;
         latest = latest.max(now);
         if next.is_some() && start.is_none() {
             start = Some(now);

@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use leasehold_core::{Algorithm, Clock, Decision, RETRY_NEVER};
+use leasehold_core::{Algorithm, Decision, RETRY_NEVER};
 use thiserror::Error;
 
 use crate::breaker::{Breaker, BreakerConfig, BreakerState};
@@ -316,7 +316,6 @@ impl Ord for Pending {
 struct Inner {
     limits: HashMap<String, LimitSettings>,
     cas: Cas,
-    clock: Arc<dyn Clock>,
     slots: moka::sync::Cache<u128, Arc<Slot>>,
     hashers: (RandomState, RandomState),
     breaker: Breaker,
@@ -381,11 +380,9 @@ impl Limiter {
             .time_to_idle(config.idle)
             .eviction_listener(listener)
             .build();
-        let clock = cas.clock().clone();
         let inner = Arc::new(Inner {
             limits,
             cas,
-            clock,
             slots,
             hashers: (RandomState::new(), RandomState::new()),
             breaker: Breaker::new(config.breaker),
@@ -458,7 +455,7 @@ impl Limiter {
     /// `check.limit` must name `settings` uniquely: it is part of the storage key.
     pub async fn check_with(&self, settings: &LimitSettings, check: Check<'_>) -> Verdict {
         let alg = settings.algorithm;
-        let now = self.inner.clock.now_ms();
+        let now = self.inner.cas.clock().now_ms();
         if check.cost > alg.ceiling() {
             add(&self.inner.stats.denied_local, 1);
             let decision = alg.decide(None, now, check.cost).0;
@@ -526,7 +523,7 @@ impl Limiter {
     async fn renew(&self, settings: &LimitSettings, slot: &Arc<Slot>, check: Check<'_>) -> Verdict {
         let alg = settings.algorithm;
         let _one_at_a_time = slot.refill.lock().await;
-        let now = self.inner.clock.now_ms();
+        let now = self.inner.cas.clock().now_ms();
         if let Some(v) = self.try_local(&alg, slot, check.cost, now) {
             return v;
         }
@@ -661,7 +658,7 @@ impl Limiter {
 
     /// [`Self::status`] against `settings` (see [`Self::check_with`]).
     pub async fn status_with(&self, settings: &LimitSettings, limit: &str, key: &str) -> Verdict {
-        let now = self.inner.clock.now_ms();
+        let now = self.inner.cas.clock().now_ms();
         let check = Check { limit, key, cost: 0 };
         match self.call(limit, key, &settings.algorithm, Op::Status).await {
             Ok(a) => {
@@ -682,7 +679,7 @@ impl Limiter {
     /// A background task calls it every 50 ms; tests driving a manual clock
     /// call it directly.
     pub fn end_due_leases(&self) {
-        let now = self.inner.clock.now_ms();
+        let now = self.inner.cas.clock().now_ms();
         loop {
             let due = {
                 let mut heap = self.inner.ending.lock().expect("ending lock");
