@@ -73,7 +73,9 @@ fn keyed(c: &mut Criterion) {
         b.iter(|| {
             k = (k + 1) % KEYS;
             now += (STEP_MS as f64) / f64::from(KEYS);
-            let slot = states.entry(k).or_insert(State::Gcra(leasehold_core::algorithms::GcraState { tat: 0.0 }));
+            let slot = states
+                .entry(k)
+                .or_insert(State::Gcra(leasehold_core::algorithms::GcraState { tat: 0.0, out: Vec::new() }));
             let (d, next) = gcra.decide(Some(slot), black_box(now), 1);
             if let Some(next) = next {
                 *slot = next;

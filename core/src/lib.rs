@@ -39,6 +39,9 @@
 //!   `min` are available: the primitive a lease is made of;
 //! - [`Algorithm::refund`] — give unused units back, never beyond the
 //!   algorithm's ceiling;
+//! - [`Algorithm::take_lease`] / [`Algorithm::refund_lease`] — the same for
+//!   units spent later, until a lease ends: exact over every interval even
+//!   with many leaseholders (see [`lease`]);
 //! - [`Algorithm::expires_at_ms`] — when the state is indistinguishable from
 //!   absent (what TTLs are set from).
 //!
@@ -58,6 +61,7 @@ pub mod clock;
 mod decision;
 pub mod duration;
 mod error;
+pub mod lease;
 pub mod local;
 mod rule;
 mod spec;
@@ -67,6 +71,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, RETRY_NEVER};
 pub use duration::DurationMs;
 pub use error::{SpecError, StateError};
+pub use lease::LeaseTerm;
 pub use local::LocalLimiter;
 pub use spec::{Algorithm, AlgorithmKind, LimitSpec};
 pub use state::State;

@@ -29,7 +29,9 @@
 //! The expired sweep is a scan of the map, so it runs only when some state may
 //! have expired (the earliest expiry recorded since the last sweep has passed).
 //! Recency is kept in a queue of touches, compacted when it grows to twice
-//! the map; every operation is amortised O(1) apart from those sweeps.
+//! the map; every operation is amortised O(1) apart from those sweeps. Every
+//! key's latest touch is always in the queue (compaction keeps it), so
+//! making room always finds a key to drop.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -79,15 +81,25 @@ struct Store {
 }
 
 impl Store {
-    fn touch(&mut self, key: &Arc<str>) -> u64 {
+    /// Marks `key` as the most recently used; nothing when it holds no state.
+    ///
+    /// The key's entry takes the new stamp *before* the queue may be
+    /// compacted, so compaction keeps this touch: every key in the map always
+    /// has its latest touch in the queue, which is what lets
+    /// [`Self::evict_lru`] always find a key to drop.
+    fn touch(&mut self, key: &str) {
         let stamp = self.next_stamp;
+        let Some((k, _)) = self.map.get_key_value(key) else { return };
+        let k = Arc::clone(k);
+        if let Some(e) = self.map.get_mut(key) {
+            e.stamp = stamp;
+        }
         self.next_stamp += 1;
-        self.touches.push_back((Arc::clone(key), stamp));
+        self.touches.push_back((k, stamp));
         if self.touches.len() > 2 * self.map.len() + 32 {
             let map = &self.map;
             self.touches.retain(|(k, s)| map.get(k).is_some_and(|e| e.stamp == *s));
         }
-        stamp
     }
 
     /// Drops every state that has expired at `now_ms` (only when one may have).
@@ -99,13 +111,19 @@ impl Store {
         self.earliest_expiry = self.map.values().map(|e| e.expires_at_ms).fold(f64::INFINITY, f64::min);
     }
 
-    /// Drops the least recently used key.
+    /// Drops the least recently used key (none when the map is empty).
     fn evict_lru(&mut self) {
         while let Some((key, stamp)) = self.touches.pop_front() {
             if self.map.get(&key).is_some_and(|e| e.stamp == stamp) {
                 self.map.remove(&key);
                 return;
             }
+        }
+        // Unreachable while every key's latest touch is queued (see `touch`);
+        // should that ever break, drop some key rather than let the caller's
+        // loop spin with the lock held.
+        if let Some(key) = self.map.keys().next().cloned() {
+            self.map.remove(&key);
         }
     }
 }
@@ -159,21 +177,13 @@ impl LocalLimiter {
         let store = &mut *store;
         let (decision, next) = self.algorithm.decide(store.map.get(key).map(|e| &e.state), now_ms, cost);
         let Some(state) = next else {
-            if let Some((k, _)) = store.map.get_key_value(key) {
-                let k = Arc::clone(k);
-                let stamp = store.touch(&k);
-                if let Some(e) = store.map.get_mut(key) {
-                    e.stamp = stamp;
-                }
-            }
+            store.touch(key);
             return decision;
         };
         let expires_at_ms = self.algorithm.expires_at_ms(&state);
-        store.earliest_expiry = store.earliest_expiry.min(expires_at_ms);
-        if let Some((k, _)) = store.map.get_key_value(key) {
-            let k = Arc::clone(k);
-            let stamp = store.touch(&k);
-            store.map.insert(k, Entry { state, expires_at_ms, stamp });
+        if let Some(e) = store.map.get_mut(key) {
+            e.state = state;
+            e.expires_at_ms = expires_at_ms;
         } else {
             if store.map.len() >= self.max_keys {
                 store.sweep_expired(now_ms);
@@ -181,13 +191,11 @@ impl LocalLimiter {
             while store.map.len() >= self.max_keys {
                 store.evict_lru();
             }
-            let k: Arc<str> = Arc::from(key);
-            store.map.insert(Arc::clone(&k), Entry { state, expires_at_ms, stamp: 0 });
-            let stamp = store.touch(&k);
-            if let Some(e) = store.map.get_mut(key) {
-                e.stamp = stamp;
-            }
+            store.map.insert(Arc::from(key), Entry { state, expires_at_ms, stamp: 0 });
         }
+        // After the sweep, which recomputes the bound from the map as it was.
+        store.earliest_expiry = store.earliest_expiry.min(expires_at_ms);
+        store.touch(key);
         decision
     }
 
@@ -311,5 +319,152 @@ mod tests {
         assert!(l.check("a", 1).allowed);
         assert!(l.check("b", 1).allowed);
         assert_eq!(l.len(), 1);
+    }
+
+    /// Runs `f` on its own thread and fails, instead of hanging, when it has
+    /// not returned within `secs` seconds (a hung thread is left behind).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let worker = std::thread::spawn(f);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while !worker.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "did not return within {secs} s: hung");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+
+    #[test]
+    fn eviction_returns_after_many_touches_of_one_key() {
+        // Regression: compacting the recency queue dropped the touch it had
+        // just pushed, so "a" became un-evictable and adding "b" spun forever.
+        let (l, _clock) = limiter(GCRA, 1);
+        within(5, move || {
+            for _ in 0..35 {
+                l.check("a", 1);
+            }
+            assert!(l.check("b", 1).allowed);
+            assert_eq!(l.len(), 1);
+            assert!(l.state("a").is_none() && l.state("b").is_some());
+        });
+    }
+
+    #[test]
+    fn a_new_keys_expiry_survives_the_sweep_that_made_room_for_it() {
+        // Regression: the sweep recomputed the earliest expiry from the map
+        // before the new key was in it, so that key's expiry was forgotten and
+        // a later sweep was skipped, evicting a live key instead of it.
+        let (l, clock) = limiter(r#"{"algorithm":"gcra","limit":1,"period":"1s","burst":1}"#, 2);
+        assert!(l.check("a", 1).allowed);
+        assert!(l.check("b", 1).allowed);
+        clock.advance(1_000.0); // a and b expire
+        assert!(l.check("c", 1).allowed); // sweeps a and b; c expires at +2000
+        clock.advance(500.0);
+        assert!(l.check("live", 1).allowed); // expires at +2500
+        clock.advance(100.0);
+        assert!(l.check("c", 0).allowed); // c is now the most recently used
+        clock.advance(500.0); // +2100: c has expired, live has not
+        assert!(l.check("new", 1).allowed);
+        assert!(l.state("c").is_none(), "the expired key is dropped");
+        assert!(l.state("live").is_some() && l.state("new").is_some(), "not the least recently used live one");
+    }
+
+    /// A reference model: a plain map and a recency list, oldest first.
+    struct Model {
+        alg: Algorithm,
+        max_keys: usize,
+        states: HashMap<String, State>,
+        lru: Vec<String>,
+    }
+
+    impl Model {
+        fn touch(&mut self, key: &str) {
+            self.lru.retain(|k| k != key);
+            self.lru.push(key.to_owned());
+        }
+
+        fn check(&mut self, key: &str, cost: u64, now: f64) -> Decision {
+            let (d, next) = self.alg.decide(self.states.get(key), now, cost);
+            if self.states.contains_key(key) {
+                self.touch(key);
+            }
+            let Some(next) = next else { return d };
+            if !self.states.contains_key(key) && self.states.len() >= self.max_keys {
+                let alg = self.alg;
+                self.states.retain(|_, s| alg.expires_at_ms(s) > now);
+                let states = &self.states;
+                self.lru.retain(|k| states.contains_key(k));
+                if self.states.len() >= self.max_keys {
+                    let oldest = self.lru.remove(0);
+                    self.states.remove(&oldest);
+                }
+            }
+            self.states.insert(key.to_owned(), next);
+            self.touch(key);
+            d
+        }
+
+        fn remove(&mut self, key: &str) -> bool {
+            self.lru.retain(|k| k != key);
+            self.states.remove(key).is_some()
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Check { key: u8, cost: u64, dt: u32 },
+        Remove { key: u8 },
+    }
+
+    fn spec() -> impl proptest::strategy::Strategy<Value = &'static str> {
+        proptest::sample::select(vec![
+            GCRA,
+            r#"{"algorithm":"token_bucket","capacity":3,"refill_per_sec":5}"#,
+            r#"{"algorithm":"fixed_window","limit":2,"window":"300ms"}"#,
+            r#"{"algorithm":"sliding_log","limit":2,"window":"250ms"}"#,
+        ])
+    }
+
+    fn ops() -> impl proptest::strategy::Strategy<Value = Vec<Op>> {
+        use proptest::prelude::*;
+        let dt = prop_oneof![4 => Just(0u32), 3 => 0u32..20, 1 => 0u32..1_500];
+        let op = prop_oneof![
+            12 => (0u8..5, 0u64..3, dt).prop_map(|(key, cost, dt)| Op::Check { key, cost, dt }),
+            1 => (0u8..5).prop_map(|key| Op::Remove { key }),
+        ];
+        proptest::collection::vec(op, 1..300)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 300, ..Default::default() })]
+
+        /// Every call returns, the map never holds more than `max_keys`, and
+        /// every decision and stored state is the reference model's.
+        #[test]
+        fn agrees_with_a_reference_lru(spec in spec(), max_keys in 1usize..4, ops in ops()) {
+            within(20, move || {
+                let (l, clock) = limiter(spec, max_keys);
+                let mut model =
+                    Model { alg: *l.algorithm(), max_keys, states: HashMap::new(), lru: Vec::new() };
+                for op in ops {
+                    match op {
+                        Op::Check { key, cost, dt } => {
+                            clock.advance(f64::from(dt));
+                            let key = format!("k{key}");
+                            let want = model.check(&key, cost, clock.now_ms());
+                            assert_eq!(l.check(&key, cost), want, "check {key} {cost}");
+                        }
+                        Op::Remove { key } => {
+                            let key = format!("k{key}");
+                            assert_eq!(l.remove(&key), model.remove(&key));
+                        }
+                    }
+                    assert!(l.len() <= max_keys, "{} keys, max {max_keys}", l.len());
+                    assert_eq!(l.len(), model.states.len());
+                    for (key, state) in &model.states {
+                        assert_eq!(l.state(key).as_ref(), Some(state), "{key}");
+                    }
+                }
+            });
+        }
     }
 }

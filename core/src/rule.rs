@@ -63,9 +63,9 @@ pub(crate) trait Rule {
     /// The state after consuming `n` units at `now`; `n <= available`.
     fn consume(&self, s: Option<&Self::State>, now: f64, n: u64) -> Self::State;
 
-    /// The state after giving back `n` unused units at `now`, capped at the
-    /// ceiling; `None` when nothing changes.
-    fn refund(&self, s: Option<&Self::State>, now: f64, n: u64) -> Option<Self::State>;
+    /// The units accepted and the state after giving back `n` unused units at
+    /// `now`, capped at the ceiling; `None` when nothing changes.
+    fn refund(&self, s: Option<&Self::State>, now: f64, n: u64) -> Option<(u64, Self::State)>;
 
     /// Milliseconds from `now` until `cost` units (`0 < cost <= ceiling`) are available.
     fn retry_after(&self, s: Option<&Self::State>, now: f64, cost: u64) -> f64;
@@ -114,11 +114,51 @@ pub(crate) trait Rule {
 
     /// Grant up to `want` units, or none when fewer than `min` are available.
     fn take(&self, s: Option<&Self::State>, now: f64, want: u64, min: u64) -> (u64, Option<Self::State>) {
-        let granted = want.min(self.available(s, now));
-        if granted == 0 || granted < min {
+        let granted = self.grant(s, now, want, min);
+        if granted == 0 {
             (0, None)
         } else {
             (granted, Some(self.consume(s, now, granted)))
+        }
+    }
+
+    /// What `take` would grant: up to `want`, or 0 when fewer than `min` are available.
+    fn grant(&self, s: Option<&Self::State>, now: f64, want: u64, min: u64) -> u64 {
+        let granted = want.min(self.available(s, now));
+        if granted < min {
+            0
+        } else {
+            granted
+        }
+    }
+
+    /// Grant up to `want` units as a lease spendable until `until` (see
+    /// [`crate::lease`]). Algorithms without an out list (the windows) take
+    /// plainly: their leases end with the window the units are counted in.
+    fn take_lease(
+        &self,
+        s: Option<&Self::State>,
+        now: f64,
+        want: u64,
+        min: u64,
+        _until: f64,
+    ) -> (u64, Option<Self::State>) {
+        self.take(s, now, want, min)
+    }
+
+    /// Give back `n` unused units of `lease` at `now`: the units accepted and
+    /// the new state. Without an out list this is a refund dated when the
+    /// units were taken, so they go back only into the window they came from.
+    fn refund_lease(
+        &self,
+        s: Option<&Self::State>,
+        _now: f64,
+        lease: crate::lease::LeaseTerm,
+        n: u64,
+    ) -> (u64, Option<Self::State>) {
+        match self.refund(s, lease.taken_at_ms, n) {
+            Some((m, next)) => (m, Some(next)),
+            None => (0, None),
         }
     }
 }
@@ -141,7 +181,7 @@ macro_rules! delegate_rule {
                 self.0.consume(s, now, n)
             }
 
-            fn refund(&self, s: Option<&$state>, now: f64, n: u64) -> Option<$state> {
+            fn refund(&self, s: Option<&$state>, now: f64, n: u64) -> Option<(u64, $state)> {
                 self.0.refund(s, now, n)
             }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::algorithms::{FixedWindow, Gcra, LeakyBucket, Quota, SlidingLog, SlidingWindow, TokenBucket};
 use crate::decision::Decision;
 use crate::error::{SpecError, StateError};
+use crate::lease::LeaseTerm;
 use crate::rule::Rule;
 use crate::state::State;
 use crate::DurationMs;
@@ -355,12 +356,56 @@ impl Algorithm {
         })
     }
 
-    /// Gives back `n` unused units, never beyond the ceiling; `None` when
-    /// nothing changes. Pass the time the units were *taken* as `now_ms`:
-    /// window algorithms only accept units back into the window they came
-    /// from, so a refund can never add capacity to a later window.
+    /// Gives back `n` unused units, never beyond the ceiling (for GCRA and
+    /// the buckets, never beyond the ceiling less the units out on lease);
+    /// `None` when nothing changes. Pass the time the units were *taken* as
+    /// `now_ms`: window algorithms only accept units back into the window
+    /// they came from, so a refund can never add capacity to a later window,
+    /// and the sliding log only from its own entry of that instant. Units
+    /// taken with [`Self::take_lease`] go back with [`Self::refund_lease`].
     pub fn refund(&self, state: Option<&State>, now_ms: f64, n: u64) -> Option<State> {
-        each!(self, state, |a, s, wrap| a.refund(s, now_ms, n).map(wrap))
+        each!(self, state, |a, s, wrap| a.refund(s, now_ms, n).map(|(_, next)| wrap(next)))
+    }
+
+    /// Grant up to `want` units (none if fewer than `min` are available) as a
+    /// lease spendable until `until_ms`. Returns the grant and the new state
+    /// (`None` when 0).
+    ///
+    /// The lease's identity is `LeaseTerm { taken_at_ms: now_ms, until_ms }`;
+    /// its units may be spent while `now < until_ms` and given back with
+    /// [`Self::refund_lease`] before then. For GCRA and the buckets the record
+    /// keeps the units out until `until_ms` so that admissions over every
+    /// interval stay within the algorithm's bound (see [`crate::lease`]); a
+    /// non-finite time or an `until_ms` not after the record's time grants 0.
+    /// For the window algorithms this is [`Self::take`]: the lease must end
+    /// with its window ([`Self::window_end_ms`]).
+    pub fn take_lease(
+        &self,
+        state: Option<&State>,
+        now_ms: f64,
+        want: u64,
+        min: u64,
+        until_ms: f64,
+    ) -> (u64, Option<State>) {
+        each!(self, state, |a, s, wrap| {
+            let (granted, next) = a.take_lease(s, now_ms, want, min, until_ms);
+            (granted, next.map(wrap))
+        })
+    }
+
+    /// Give back `n` unused units of `lease`; returns the units accepted and
+    /// the new state (0 and `None` when nothing changes).
+    ///
+    /// For GCRA and the buckets, units are accepted only while the lease's
+    /// entry exists and `now_ms < until_ms`, at most the units still out on
+    /// it: after its end a lease's units count as consumed. For the window
+    /// algorithms this is [`Self::refund`] dated `lease.taken_at_ms`: units go
+    /// back only into the window they were taken in.
+    pub fn refund_lease(&self, state: Option<&State>, now_ms: f64, lease: LeaseTerm, n: u64) -> (u64, Option<State>) {
+        each!(self, state, |a, s, wrap| {
+            let (accepted, next) = a.refund_lease(s, now_ms, lease, n);
+            (accepted, next.map(wrap))
+        })
     }
 
     /// The key's standing at `now_ms` without consuming anything: a decision

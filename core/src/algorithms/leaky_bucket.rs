@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{check_rate, check_units, TokenBucket, TokenState};
 use crate::error::SpecError;
+use crate::lease::{LeaseOut, LeaseTerm};
 use crate::rule::Rule;
 
 /// Leaky-bucket parameters, validated.
@@ -17,14 +18,18 @@ pub struct LeakyBucket {
     meter: TokenBucket,
 }
 
-/// Leaky-bucket state: the level of the bucket at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// Leaky-bucket state: the level of the bucket at a time, and the units out on lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LeakyState {
     /// Units in the bucket at `ts`, leaking continuously.
     pub level: f64,
     /// Epoch milliseconds the state was last moved to; never moves back.
     pub ts: f64,
+    /// Units out on lease, sorted by end: the level never leaks below them
+    /// (see [`crate::lease`]). Omitted from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub out: Vec<LeaseOut>,
 }
 
 impl LeakyBucket {
@@ -49,11 +54,11 @@ impl LeakyBucket {
     }
 
     fn as_tokens(self, s: Option<&LeakyState>) -> Option<TokenState> {
-        s.map(|s| TokenState { tokens: self.capacity() as f64 - s.level, ts: s.ts })
+        s.map(|s| TokenState { tokens: self.capacity() as f64 - s.level, ts: s.ts, out: s.out.clone() })
     }
 
     fn as_level(self, t: TokenState) -> LeakyState {
-        LeakyState { level: (self.capacity() as f64 - t.tokens).max(0.0), ts: t.ts }
+        LeakyState { level: (self.capacity() as f64 - t.tokens).max(0.0), ts: t.ts, out: t.out }
     }
 }
 
@@ -72,8 +77,8 @@ impl Rule for LeakyBucket {
         self.as_level(self.meter.consume(self.as_tokens(s).as_ref(), now, n))
     }
 
-    fn refund(&self, s: Option<&LeakyState>, now: f64, n: u64) -> Option<LeakyState> {
-        self.meter.refund(self.as_tokens(s).as_ref(), now, n).map(|t| self.as_level(t))
+    fn refund(&self, s: Option<&LeakyState>, now: f64, n: u64) -> Option<(u64, LeakyState)> {
+        self.meter.refund(self.as_tokens(s).as_ref(), now, n).map(|(m, t)| (m, self.as_level(t)))
     }
 
     fn retry_after(&self, s: Option<&LeakyState>, now: f64, cost: u64) -> f64 {
@@ -81,6 +86,26 @@ impl Rule for LeakyBucket {
     }
 
     fn expires_at(&self, s: &LeakyState) -> f64 {
-        s.ts + s.level.max(0.0) * 1000.0 / self.leak_per_sec()
+        match self.as_tokens(Some(s)) {
+            Some(t) if !s.out.is_empty() => self.meter.expires_at(&t),
+            _ => s.ts + s.level.max(0.0) * 1000.0 / self.leak_per_sec(),
+        }
+    }
+
+    fn take_lease(
+        &self,
+        s: Option<&LeakyState>,
+        now: f64,
+        want: u64,
+        min: u64,
+        until: f64,
+    ) -> (u64, Option<LeakyState>) {
+        let (granted, next) = self.meter.take_lease(self.as_tokens(s).as_ref(), now, want, min, until);
+        (granted, next.map(|t| self.as_level(t)))
+    }
+
+    fn refund_lease(&self, s: Option<&LeakyState>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Option<LeakyState>) {
+        let (m, next) = self.meter.refund_lease(self.as_tokens(s).as_ref(), now, lease, n);
+        (m, next.map(|t| self.as_level(t)))
     }
 }

@@ -2,6 +2,11 @@
 //! `window` (a true sliding window) plus its cost stay within `limit`. The log
 //! keeps one `[time, units]` entry per admitting instant, pruned as entries
 //! age out, so it never holds more than `limit` entries.
+//!
+//! A refund takes units back only from the entry of the instant they were
+//! taken, never from other writers' entries. Units are logged when taken, so
+//! the log is exact for direct decisions; units leased and spent later would
+//! leave the log early (see [`crate::lease`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,27 +85,21 @@ impl Rule for SlidingLog {
         LogState { log }
     }
 
-    /// Gives back up to `n` units from the oldest entries at or after `now`
-    /// (pass the time the units were taken). Removing an entry at least as old
-    /// as the units' own is conservative: what stays counted expires no sooner.
-    fn refund(&self, s: Option<&LogState>, now: f64, n: u64) -> Option<LogState> {
+    /// Gives back up to `n` units from the entry dated exactly `now` (pass
+    /// the time the units were taken): the caller's own admission. Entries
+    /// at other times are other writers' and are never touched, so a refund
+    /// whose entry has aged out (or was never logged) changes nothing.
+    fn refund(&self, s: Option<&LogState>, now: f64, n: u64) -> Option<(u64, LogState)> {
         let s = s?;
-        let from = s.log.partition_point(|&(t, _)| t < now);
-        if n == 0 || !now.is_finite() || from == s.log.len() {
+        let i = s.log.iter().position(|&(t, units)| t == now && units > 0)?;
+        let m = n.min(s.log[i].1);
+        if m == 0 {
             return None;
         }
         let mut log = s.log.clone();
-        let mut left = n;
-        for entry in &mut log[from..] {
-            let back = left.min(entry.1);
-            entry.1 -= back;
-            left -= back;
-            if left == 0 {
-                break;
-            }
-        }
+        log[i].1 -= m;
         log.retain(|e| e.1 > 0);
-        Some(LogState { log })
+        Some((m, LogState { log }))
     }
 
     fn retry_after(&self, s: Option<&LogState>, now: f64, cost: u64) -> f64 {

@@ -98,16 +98,18 @@ impl Rule for SlidingWindow {
 
     /// Units go back to the window they were taken in: the current one, or the
     /// previous one when the window has turned since.
-    fn refund(&self, s: Option<&SlidingWindowState>, now: f64, n: u64) -> Option<SlidingWindowState> {
+    fn refund(&self, s: Option<&SlidingWindowState>, now: f64, n: u64) -> Option<(u64, SlidingWindowState)> {
         let s = s?;
         if n == 0 || !now.is_finite() {
             return None;
         }
         let w = self.start(now);
         if w == s.w && s.cur > 0 {
-            Some(SlidingWindowState { cur: s.cur - n.min(s.cur), ..*s })
+            let m = n.min(s.cur);
+            Some((m, SlidingWindowState { cur: s.cur - m, ..*s }))
         } else if w + self.span == s.w && s.prev > 0 {
-            Some(SlidingWindowState { prev: s.prev - n.min(s.prev), ..*s })
+            let m = n.min(s.prev);
+            Some((m, SlidingWindowState { prev: s.prev - m, ..*s }))
         } else {
             None
         }

@@ -67,10 +67,10 @@ impl Rule for WindowCounter {
     /// Units go back only to the window they were taken in: a refund at a
     /// time outside the stored window changes nothing, so units leased in one
     /// window can never be spent in the next.
-    fn refund(&self, s: Option<&WindowState>, now: f64, n: u64) -> Option<WindowState> {
+    fn refund(&self, s: Option<&WindowState>, now: f64, n: u64) -> Option<(u64, WindowState)> {
         let s = s?;
-        (n > 0 && s.n > 0 && now.is_finite() && self.start(now) == s.w)
-            .then(|| WindowState { w: s.w, n: s.n - n.min(s.n) })
+        let m = n.min(s.n);
+        (m > 0 && now.is_finite() && self.start(now) == s.w).then(|| (m, WindowState { w: s.w, n: s.n - m }))
     }
 
     fn retry_after(&self, s: Option<&WindowState>, now: f64, _cost: u64) -> f64 {
