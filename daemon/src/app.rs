@@ -1,4 +1,5 @@
-//! What every surface shares: the lease cache, the config and the metrics.
+//! The composition root: builds every layer from the config and holds what
+//! the surfaces share — the lease cache, the config, metrics and events.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,15 +8,17 @@ use std::time::Instant;
 use leasehold_core::{Clock, SystemClock};
 
 use crate::config::Config;
-use crate::lease::Limiter;
-use crate::metrics::Metrics;
-use crate::store::{Cas, Store, StoreError};
+use crate::lease::LeaseCache;
+use crate::observe::events::{spawn_aggregator, Events};
+use crate::observe::metrics::Metrics;
+use crate::observe::Snapshot;
+use crate::store::{Cas, Store, StoreError, StoreUnavailable};
 
 /// The daemon's shared state. Cheap to clone (`Arc`s inside).
 #[derive(Clone, Debug)]
 pub struct App {
     /// Decisions.
-    pub limiter: Limiter,
+    pub leases: LeaseCache,
     /// The configuration it runs with.
     pub config: Arc<Config>,
     /// Surface metrics.
@@ -23,7 +26,7 @@ pub struct App {
     /// When the daemon started.
     pub started: Instant,
     /// Live stats for the dashboard.
-    pub events: Arc<crate::events::Events>,
+    pub events: Arc<Events>,
     /// Turns true when the daemon is stopping: long-lived streams end then.
     pub stopping: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -48,21 +51,27 @@ impl App {
 
     /// As [`App::new`], over a store of the caller's (tests, fault injection).
     pub fn with_store(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        let cas = Cas::new(store, clock, config.store.cas_options());
+        let cas = Cas::new(store, clock, config.store.cas_settings());
         let limits: HashMap<_, _> = config.limits.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let limiter = Limiter::new(limits, cas, config.lease.limiter);
-        let events = Arc::new(crate::events::Events::new(config.auth.hash_keys_in_events));
+        let leases = LeaseCache::new(limits, cas, config.lease.cache);
+        let events = Arc::new(Events::new(config.auth.hash_keys_in_events));
         let stopping = Arc::new(tokio::sync::watch::channel(false).0);
         let app = Self {
-            limiter,
+            leases,
             config: Arc::new(config),
             metrics: Arc::default(),
             started: Instant::now(),
             events,
             stopping,
         };
-        crate::events::spawn_aggregator(&app);
+        let leases = app.leases.clone();
+        spawn_aggregator(&app.events, app.started, move || snapshot(&leases));
         app
+    }
+
+    /// The lower layers' counters now, for `/metrics` and the dashboard.
+    pub fn snapshot(&self) -> Snapshot {
+        snapshot(&self.leases)
     }
 
     /// Offers a decision to the dashboard's sketch and sample (cheap; never blocks).
@@ -71,12 +80,27 @@ impl App {
     }
 
     /// Whether the store answers now (for `/ready`).
-    pub async fn store_ready(&self) -> Result<(), String> {
-        let timeout = self.config.lease.limiter.store_timeout;
-        match tokio::time::timeout(timeout, self.limiter.cas().store().ping()).await {
+    ///
+    /// # Errors
+    /// Why it does not: the store's error, or a timeout.
+    pub async fn store_ready(&self) -> Result<(), StoreUnavailable> {
+        let timeout = self.leases.guard().timeout();
+        match tokio::time::timeout(timeout, self.leases.counters().cas().store().ping()).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("store did not answer within {} ms", timeout.as_millis())),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(StoreUnavailable::Timeout(timeout.as_millis() as u64)),
         }
+    }
+}
+
+/// Reads the counters; first lets the cache finish pending evictions, so
+/// the key count is exact.
+fn snapshot(leases: &LeaseCache) -> Snapshot {
+    leases.run_pending_tasks();
+    Snapshot {
+        lease: leases.stats().snapshot(),
+        store: leases.counters().cas().stats().snapshot(),
+        breaker: leases.breaker_state(),
+        l1_keys: leases.keys_cached(),
     }
 }

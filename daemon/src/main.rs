@@ -174,7 +174,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Check { limit, key, cost, socket } => {
             let socket = socket.unwrap_or_else(|| leasehold::config::ServerConfig::default().socket);
-            match leasehold::client::throttle(&socket, &limit, &key, cost).await {
+            match leasehold::cli::client::throttle(&socket, &limit, &key, cost).await {
                 Ok(d) => {
                     if d.allowed {
                         println!(
@@ -203,15 +203,15 @@ async fn main() -> anyhow::Result<()> {
         Command::Bench { what: BenchWhat::Store { dynamodb_endpoint, table, seconds } } => {
             let dir = std::env::temp_dir().join(format!("leasehold-bench-{}", std::process::id()));
             let mut configs = vec![
-                "memory".parse::<StoreConfig>().map_err(anyhow::Error::msg)?,
-                format!("embedded:{}", dir.join("bench.redb").display()).parse().map_err(anyhow::Error::msg)?,
+                "memory".parse::<StoreConfig>()?,
+                format!("embedded:{}", dir.join("bench.redb").display()).parse()?,
             ];
             if let Some(endpoint) = dynamodb_endpoint {
-                let c: StoreConfig = format!("dynamodb:{table}@{endpoint}").parse().map_err(anyhow::Error::msg)?;
+                let c: StoreConfig = format!("dynamodb:{table}@{endpoint}").parse()?;
                 DynamoStore::connect(c.dynamo())?.create_table().await?;
                 configs.push(c);
             }
-            leasehold::bench::store_table(&configs, Duration::from_secs_f64(seconds)).await?;
+            leasehold::cli::bench::store_table(&configs, Duration::from_secs_f64(seconds)).await?;
             let _ = std::fs::remove_dir_all(dir);
         }
         Command::Bench { what: BenchWhat::Lease { mut store, seconds } } => {
@@ -221,16 +221,16 @@ async fn main() -> anyhow::Result<()> {
             if store.kind == StoreKind::Embedded && store.path == StoreConfig::default().path {
                 store.path = std::env::temp_dir().join(format!("leasehold-bench-{}.redb", std::process::id()));
             }
-            leasehold::bench::lease_table(&store, Duration::from_secs_f64(seconds)).await?;
+            leasehold::cli::bench::lease_table(&store, Duration::from_secs_f64(seconds)).await?;
         }
         Command::Bench { what: BenchWhat::Load { mut store, prefix, spec, mode, lease_max, callers, seconds } } => {
             store.prefix = prefix;
             let mode = match mode.as_str() {
-                "leased" => leasehold::limits::Mode::Leased,
-                "direct" => leasehold::limits::Mode::Direct,
+                "leased" => leasehold::lease::settings::Mode::Leased,
+                "direct" => leasehold::lease::settings::Mode::Direct,
                 other => anyhow::bail!("--mode {other:?}: expected leased or direct"),
             };
-            let run = leasehold::bench::LoadRun {
+            let run = leasehold::cli::bench::LoadRun {
                 spec,
                 mode,
                 lease_max,
@@ -241,7 +241,7 @@ async fn main() -> anyhow::Result<()> {
                 print_admissions: true,
                 pace_denials: true,
             };
-            let f = leasehold::bench::load(&store, &run).await?;
+            let f = leasehold::cli::bench::load(&store, &run).await?;
             println!(
                 "DONE decisions={} allowed={} writes={} start={} end={}",
                 f.decisions, f.allowed, f.writes, f.span_ms.0, f.span_ms.1
@@ -249,7 +249,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Bench { what: BenchWhat::Hammer { mut store, prefix, key, tasks, ops } } => {
             store.prefix = prefix;
-            let (_, failed) = leasehold::bench::hammer(&store, &key, tasks, ops).await?;
+            let (_, failed) = leasehold::cli::bench::hammer(&store, &key, tasks, ops).await?;
             anyhow::ensure!(failed == 0, "{failed} applies failed");
         }
     }
@@ -270,14 +270,16 @@ async fn serve(config: leasehold::config::Config) -> anyhow::Result<()> {
     };
     let limits = config.limits.keys().cloned().collect::<Vec<_>>().join(", ");
     let app = leasehold::app::App::new(config).context("cannot open the store")?;
-    let unix = leasehold::resp::bind(&socket)?;
+    let unix = leasehold::surfaces::resp::bind(&socket)?;
     let http =
         tokio::net::TcpListener::bind(&http_addr).await.with_context(|| format!("cannot listen on {http_addr}"))?;
     let bound = http.local_addr()?;
     println!("leasehold {} serving limits [{limits}] from the {store} store", env!("CARGO_PKG_VERSION"));
     println!("  socket (RESP): {}   try: redis-cli -s {} THROTTLE api user-42", socket.display(), socket.display());
     println!("  http:          http://{bound}   dashboard: http://{bound}/   metrics: http://{bound}/metrics");
-    let stopped = leasehold::server::serve(app, unix, Some(socket), http, leasehold::server::signal()).await?;
+    let stopped =
+        leasehold::surfaces::server::serve(app, unix, Some(socket), http, leasehold::surfaces::server::signal())
+            .await?;
     println!("stopped; {} leased units given back to the store", stopped.refunded);
     Ok(())
 }

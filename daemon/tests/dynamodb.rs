@@ -8,7 +8,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use leasehold::store::{Cas, CasOptions, Op};
+use leasehold::lease::counter::{Counters, Op};
+use leasehold::store::{Cas, CasSettings};
 use leasehold_core::{Algorithm, Clock, State, SystemClock};
 
 const BIN: &str = env!("CARGO_BIN_EXE_leasehold");
@@ -29,7 +30,11 @@ async fn items_carry_throttlekit_compatible_attributes() {
     let Some(endpoint) = common::dynamodb_endpoint() else { return };
     let store = common::dynamodb_store(&endpoint).await;
     let prefix = common::unique_prefix("attrs");
-    let cas = Cas::new(store, Arc::new(SystemClock), CasOptions { prefix: prefix.clone(), ..CasOptions::default() });
+    let cas = Counters::new(Cas::new(
+        store,
+        Arc::new(SystemClock),
+        CasSettings { prefix: prefix.clone(), ..CasSettings::default() },
+    ));
     let alg = Algorithm::from_json(r#"{"algorithm":"gcra","limit":10,"period":"10s"}"#).unwrap();
     cas.apply("api", "user-1", &alg, Op::Decide { cost: 3 }).await.unwrap();
     cas.apply("api", "user-1", &alg, Op::Decide { cost: 1 }).await.unwrap();

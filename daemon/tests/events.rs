@@ -69,7 +69,7 @@ impl Sse {
 
 async fn traffic(d: &Daemon, key: &str, n: usize) {
     for _ in 0..n {
-        let v = d.app.limiter.check(Check { limit: "api", key, cost: 1 }).await.unwrap();
+        let v = d.app.leases.check(Check { limit: "api", key, cost: 1 }).await.unwrap();
         d.app.observe("api", key, &v);
     }
 }
@@ -176,7 +176,7 @@ tenant = "app"
         r
     };
     let status = |r: Request<Body>| {
-        let router = leasehold::http::router(app.clone());
+        let router = leasehold::surfaces::http::router(app.clone());
         async move { router.oneshot(r).await.unwrap().status().as_u16() }
     };
     assert_eq!(status(get("/", None)).await, 401);
@@ -185,7 +185,7 @@ tenant = "app"
     assert_eq!(status(get("/", Some("watcher-key-1"))).await, 200);
     assert_eq!(status(get("/v1/limits?key=watcher-key-1", None)).await, 200, "?key= for EventSource");
     // Hashed keys in events.
-    let v = app.limiter.check(Check { limit: "login", key: "alice@example.com", cost: 1 }).await.unwrap();
+    let v = app.leases.check(Check { limit: "login", key: "alice@example.com", cost: 1 }).await.unwrap();
     for _ in 0..8 {
         app.observe("login", "alice@example.com", &v);
     }

@@ -41,7 +41,7 @@ fn app(toml: &str) -> (App, Arc<FaultStore>) {
 }
 
 async fn call(app: &App, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
-    let resp = leasehold::http::router(app.clone()).oneshot(req).await.unwrap();
+    let resp = leasehold::surfaces::http::router(app.clone()).oneshot(req).await.unwrap();
     let (parts, body) = resp.into_parts();
     let bytes = body.collect().await.unwrap().to_bytes();
     let json =

@@ -5,31 +5,33 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold::breaker::{BreakerConfig, BreakerState};
-use leasehold::lease::{Check, Limiter, LimiterConfig, Served};
-use leasehold::limits::{FailPolicy, LimitSettings, Mode};
+use leasehold::lease::counter::{Counters, Op};
+use leasehold::lease::settings::CacheSettings;
+use leasehold::lease::settings::{FailPolicy, LimitSettings, Mode};
+use leasehold::lease::{Check, LeaseCache, Served};
 use leasehold::store::fault::FaultStore;
+use leasehold::store::guard::{BreakerSettings, BreakerState};
 use leasehold::store::memory::MemoryStore;
-use leasehold::store::{Cas, CasOptions, Op, StoreUnavailable};
+use leasehold::store::{Cas, CasSettings, StoreUnavailable};
 use leasehold_core::{Algorithm, ManualClock};
 
 const T0: f64 = 1_800_000_000_000.0;
 
 struct Rig {
-    limiter: Limiter,
+    limiter: LeaseCache,
     clock: Arc<ManualClock>,
     fault: Arc<FaultStore>,
     settings: LimitSettings,
 }
 
-fn rig(spec: &str, tune: impl FnOnce(&mut LimitSettings, &mut LimiterConfig)) -> Rig {
+fn rig(spec: &str, tune: impl FnOnce(&mut LimitSettings, &mut CacheSettings)) -> Rig {
     let clock = Arc::new(ManualClock::new(T0));
     let fault = Arc::new(FaultStore::new(Arc::new(MemoryStore::new())));
-    let cas = Cas::new(fault.clone(), clock.clone(), CasOptions::default());
+    let cas = Cas::new(fault.clone(), clock.clone(), CasSettings::default());
     let mut settings = LimitSettings::new(Algorithm::from_json(spec).unwrap());
-    let mut config = LimiterConfig::default();
+    let mut config = CacheSettings::default();
     tune(&mut settings, &mut config);
-    let limiter = Limiter::new(HashMap::from([("api".to_string(), settings)]), cas, config);
+    let limiter = LeaseCache::new(HashMap::from([("api".to_string(), settings)]), cas, config);
     Rig { limiter, clock, fault, settings }
 }
 
@@ -39,31 +41,21 @@ impl Rig {
     }
 
     fn writes(&self) -> u64 {
-        self.limiter.cas().stats().snapshot().writes
+        self.limiter.counters().cas().stats().snapshot().writes
     }
 
     /// What the shared counter has left for `key`, read straight from the store.
     async fn store_available(&self, key: &str) -> u64 {
         let alg = self.settings.algorithm;
-        let cas = Cas::new(self.fault.clone(), self.clock.clone(), CasOptions::default());
+        let cas = Counters::new(Cas::new(self.fault.clone(), self.clock.clone(), CasSettings::default()));
         cas.apply("api", key, &alg, Op::Status).await.unwrap().decision.remaining
     }
 
-    /// Waits (real time) until background refunds have landed.
+    /// Processes pending evictions and waits until every background refund has landed.
     async fn settle(&self) {
-        for _ in 0..100 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let s = self.limiter.stats().snapshot();
-            if s.units_refunded + s.units_lost >= s.units_leased.saturating_sub(s.units_held) - spent(&s) {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.limiter.run_pending_tasks();
+        self.limiter.refunds_settled().await;
     }
-}
-
-fn spent(s: &leasehold::lease::LimiterCounts) -> u64 {
-    s.allowed_local + s.allowed_store
 }
 
 #[tokio::test]
@@ -123,13 +115,13 @@ async fn denied_until_spares_the_store() {
     let denied = r.check("k", 1).await;
     assert!(!denied.decision.allowed && denied.served == Served::Store);
     assert_eq!(denied.decision.retry_after_ms, 10_000);
-    let reads = r.limiter.cas().stats().snapshot().reads;
+    let reads = r.limiter.counters().cas().stats().snapshot().reads;
     for _ in 0..100 {
         r.clock.advance(10.0);
         let v = r.check("k", 1).await;
         assert!(!v.decision.allowed && v.served == Served::Local, "{v:?}");
     }
-    assert_eq!(r.limiter.cas().stats().snapshot().reads, reads, "no store call while denied");
+    assert_eq!(r.limiter.counters().cas().stats().snapshot().reads, reads, "no store call while denied");
     r.clock.set(T0 - T0 % 10_000.0 + 10_000.0);
     assert!(r.check("k", 1).await.decision.allowed, "the next window passes");
 }
@@ -197,6 +189,7 @@ async fn eviction_gives_units_back() {
             r.check(&format!("k{k}"), 1).await;
         }
     }
+    r.limiter.run_pending_tasks();
     assert!(r.limiter.keys_cached() <= 8, "bounded: {}", r.limiter.keys_cached());
     r.settle().await;
     let s = r.limiter.stats().snapshot();
@@ -283,7 +276,7 @@ async fn a_slow_store_times_out_instead_of_stalling() {
 #[tokio::test]
 async fn the_breaker_opens_rests_the_store_and_recovers() {
     let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, c| {
-        c.breaker = BreakerConfig { failures: 3, open_for: Duration::from_millis(200) };
+        c.breaker = BreakerSettings { failures: 3, open_for: Duration::from_millis(200) };
     });
     r.fault.set_down(true);
     for _ in 0..3 {
@@ -297,7 +290,7 @@ async fn the_breaker_opens_rests_the_store_and_recovers() {
     }
     assert_eq!(r.fault.calls(), calls, "an open breaker makes no store calls");
     r.fault.heal();
-    tokio::time::sleep(Duration::from_millis(250)).await;
+    r.clock.advance(250.0);
     let v = r.check("k", 1).await;
     assert!(v.decision.allowed && v.served == Served::Store, "the probe succeeds: {v:?}");
     assert_eq!(r.limiter.breaker_state(), BreakerState::Closed);
@@ -308,5 +301,5 @@ async fn a_cost_above_the_ceiling_never_reaches_the_store() {
     let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, _| {});
     let v = r.check("k", 11).await;
     assert!(v.decision.is_impossible() && v.served == Served::Local);
-    assert_eq!(r.limiter.cas().stats().snapshot().reads, 0);
+    assert_eq!(r.limiter.counters().cas().stats().snapshot().reads, 0);
 }

@@ -155,12 +155,12 @@ async fn the_socket_is_private_and_a_stale_file_is_replaced() {
     let d = Daemon::start(CONFIG).await;
     let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);
-    let err = leasehold::resp::bind(&d.socket).unwrap_err();
+    let err = leasehold::surfaces::resp::bind(&d.socket).unwrap_err();
     assert!(err.to_string().contains("another process is listening"), "{err}");
     d.stop().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("stale.sock");
     std::fs::write(&path, b"stale").unwrap();
-    let again = leasehold::resp::bind(&path);
+    let again = leasehold::surfaces::resp::bind(&path);
     assert!(again.is_ok(), "a stale file is replaced: {again:?}");
 }

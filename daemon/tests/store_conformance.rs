@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::store::{Cas, CasOptions, Op, PutOutcome, Record, Store, StoreError, StoreUnavailable};
+use leasehold::lease::counter::{Counters, Op};
+use leasehold::store::{Cas, CasSettings, PutOutcome, Record, Store, StoreError, StoreUnavailable};
 use leasehold_core::{Algorithm, Clock, ManualClock, State};
 
 fn now_ms() -> f64 {
@@ -17,8 +18,8 @@ fn record(state: &str, version: u64) -> Record {
     Record { state: state.into(), version, expires_at_ms: now_ms() as u64 + 3_600_000 }
 }
 
-fn cas(store: Arc<dyn Store>, clock: Arc<ManualClock>, prefix: &str) -> Cas {
-    Cas::new(store, clock, CasOptions { prefix: prefix.into(), ..CasOptions::default() })
+fn cas(store: Arc<dyn Store>, clock: Arc<ManualClock>, prefix: &str) -> Counters {
+    Counters::new(Cas::new(store, clock, CasSettings { prefix: prefix.into(), ..CasSettings::default() }))
 }
 
 fn alg(json: &str) -> Algorithm {
@@ -132,12 +133,12 @@ macro_rules! conformance {
                 let raced: Arc<dyn Store> = Arc::new(AlwaysRaced(s));
                 let clock = Arc::new(ManualClock::new(now_ms()));
                 let opts =
-                    CasOptions { prefix: common::unique_prefix("raced"), max_retries: 3, ..CasOptions::default() };
-                let cas = Cas::new(raced, clock, opts);
+                    CasSettings { prefix: common::unique_prefix("raced"), max_retries: 3, ..CasSettings::default() };
+                let cas = Counters::new(Cas::new(raced, clock, opts));
                 let a = alg(r#"{"algorithm":"gcra","limit":3,"period":"1h"}"#);
                 let err = cas.apply("l", "k", &a, Op::Decide { cost: 1 }).await.unwrap_err();
                 assert_eq!(err, StoreUnavailable::Contention { attempts: 4 });
-                let stats = cas.stats().snapshot();
+                let stats = cas.cas().stats().snapshot();
                 assert_eq!((stats.writes, stats.conflicts, stats.retries), (4, 4, 3));
             }
 
@@ -202,7 +203,7 @@ macro_rules! conformance {
                 }
                 remaining.sort_unstable();
                 assert_eq!(remaining, (0..500).collect::<Vec<_>>(), "500 admitted, each with its own remaining");
-                let stats = cas.stats().snapshot();
+                let stats = cas.cas().stats().snapshot();
                 assert_eq!(stats.applies, 1_000);
                 assert!(stats.writes * 4 <= stats.applies, "combined: {stats:?}");
                 assert_eq!(stats.conflicts, 0, "no self-contention: {stats:?}");

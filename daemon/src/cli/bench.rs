@@ -9,7 +9,31 @@ use std::time::{Duration, Instant};
 
 use leasehold_core::{Algorithm, Clock, SystemClock};
 
-use crate::store::{Cas, Op, StoreConfig};
+use thiserror::Error;
+
+use crate::lease::counter::{Counters, Op};
+use crate::lease::CheckError;
+use crate::store::{Cas, StoreConfig, StoreError, StoreUnavailable};
+
+/// Why a benchmark could not run to the end.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    /// The store could not be opened or set up.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store failed during the run.
+    #[error("store unavailable during the run: {0}")]
+    Unavailable(#[from] StoreUnavailable),
+    /// The limit spec is not valid.
+    #[error("invalid limit spec: {0}")]
+    Spec(String),
+    /// The limit is not known.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+    /// A benchmark task panicked.
+    #[error("a benchmark task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// A limit no benchmark reaches: every apply is a write.
 fn unlimited() -> Algorithm {
@@ -43,11 +67,11 @@ pub async fn store_scenario(
     hot: bool,
     callers: usize,
     duration: Duration,
-) -> anyhow::Result<StoreFigures> {
+) -> Result<StoreFigures, BenchError> {
     let store = config.open()?;
-    let mut options = config.cas_options();
+    let mut options = config.cas_settings();
     options.prefix = format!("{}-bench-{}", options.prefix, fastrand::u64(..));
-    let cas = Cas::new(store.clone(), Arc::new(SystemClock), options);
+    let cas = Counters::new(Cas::new(store.clone(), Arc::new(SystemClock), options));
     let alg = unlimited();
     let done = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -62,7 +86,7 @@ pub async fn store_scenario(
                     done.fetch_add(1, Ordering::Relaxed);
                     i += 1;
                 }
-                anyhow::Ok(())
+                Ok::<_, BenchError>(())
             })
         })
         .collect();
@@ -71,7 +95,7 @@ pub async fn store_scenario(
     }
     let secs = start.elapsed().as_secs_f64();
     let n = done.load(Ordering::Relaxed).max(1) as f64;
-    let s = cas.stats().snapshot();
+    let s = cas.cas().stats().snapshot();
     Ok(StoreFigures {
         backend: store.name().into(),
         keys: if hot { "hot" } else { "distinct" },
@@ -86,7 +110,7 @@ pub async fn store_scenario(
 ///
 /// # Errors
 /// As [`store_scenario`].
-pub async fn store_table(configs: &[StoreConfig], duration: Duration) -> anyhow::Result<Vec<StoreFigures>> {
+pub async fn store_table(configs: &[StoreConfig], duration: Duration) -> Result<Vec<StoreFigures>, BenchError> {
     let mut rows = Vec::new();
     println!(
         "{:<10} {:<9} {:>7} {:>12} {:>13} {:>16}",
@@ -112,8 +136,8 @@ pub async fn store_table(configs: &[StoreConfig], duration: Duration) -> anyhow:
 ///
 /// # Errors
 /// If the store cannot be opened.
-pub async fn hammer(config: &StoreConfig, key: &str, tasks: usize, ops: usize) -> anyhow::Result<(u64, u64)> {
-    let cas = Cas::new(config.open()?, Arc::new(SystemClock), config.cas_options());
+pub async fn hammer(config: &StoreConfig, key: &str, tasks: usize, ops: usize) -> Result<(u64, u64), BenchError> {
+    let cas = Counters::new(Cas::new(config.open()?, Arc::new(SystemClock), config.cas_settings()));
     let alg = unlimited();
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
@@ -136,7 +160,7 @@ pub async fn hammer(config: &StoreConfig, key: &str, tasks: usize, ops: usize) -
         ok += o;
         failed += f;
     }
-    let s = cas.stats().snapshot();
+    let s = cas.cas().stats().snapshot();
     println!("applied={ok} failed={failed} writes={} conflicts={}", s.writes, s.conflicts);
     Ok((ok, failed))
 }
@@ -147,7 +171,7 @@ pub struct LoadRun {
     /// The limit, in its JSON form.
     pub spec: String,
     /// Leased or direct.
-    pub mode: crate::limits::Mode,
+    pub mode: crate::lease::settings::Mode,
     /// Lease cap (units); `None` keeps the default (a tenth of the ceiling).
     pub lease_max: Option<u64>,
     /// Independent limiters (each with its own L1), as if on separate hosts.
@@ -215,29 +239,29 @@ impl Zipf {
 ///
 /// # Errors
 /// If the store cannot be opened.
-pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFigures> {
-    use crate::lease::{Check, Limiter, LimiterConfig};
-    use crate::limits::LimitSettings;
+pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, BenchError> {
+    use crate::lease::settings::{CacheSettings, LimitSettings};
+    use crate::lease::{Check, LeaseCache};
 
     let store = config.open()?;
-    let alg = Algorithm::from_json(&run.spec).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let alg = Algorithm::from_json(&run.spec).map_err(|e| BenchError::Spec(e.to_string()))?;
     let mut settings = LimitSettings::new(alg);
     settings.mode = run.mode;
     if let Some(max) = run.lease_max {
         settings.lease.max = max;
     }
     let limits = std::collections::HashMap::from([("load".to_string(), settings)]);
-    let limiters: Vec<Limiter> = (0..run.limiters)
+    let limiters: Vec<LeaseCache> = (0..run.limiters)
         .map(|_| {
-            let cas = Cas::new(store.clone(), Arc::new(SystemClock), config.cas_options());
+            let cas = Cas::new(store.clone(), Arc::new(SystemClock), config.cas_settings());
             // Measure throughput, not fault handling: a saturated store is
             // slow, not down, so neither the timeout nor the breaker may cut in.
-            let lc = LimiterConfig {
+            let lc = CacheSettings {
                 store_timeout: Duration::from_secs(30),
-                breaker: crate::breaker::BreakerConfig { failures: u32::MAX, ..Default::default() },
-                ..LimiterConfig::default()
+                breaker: crate::store::guard::BreakerSettings { failures: u32::MAX, ..Default::default() },
+                ..CacheSettings::default()
             };
-            Limiter::new(limits.clone(), cas, lc)
+            LeaseCache::new(limits.clone(), cas, lc)
         })
         .collect();
     let zipf = run.zipf_keys.map(|n| Arc::new(Zipf::new(n, 1.1)));
@@ -263,7 +287,9 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
                         samples.push(t.elapsed().as_nanos() as u64);
                     }
                     decisions += 1;
-                    anyhow::ensure!(v.unavailable.is_none(), "store unavailable during the run: {:?}", v.unavailable);
+                    if let Some(e) = v.unavailable {
+                        return Err(BenchError::Unavailable(e));
+                    }
                     if v.decision.allowed {
                         allowed += 1;
                         if run.print_admissions {
@@ -277,7 +303,7 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
                         tokio::task::yield_now().await;
                     }
                 }
-                anyhow::Ok((decisions, allowed, samples))
+                Ok::<_, BenchError>((decisions, allowed, samples))
             }));
         }
     }
@@ -293,7 +319,7 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
     figures.span_ms = (first, SystemClock.now_ms());
     for l in &limiters {
         l.shutdown().await;
-        let s = l.cas().stats().snapshot();
+        let s = l.counters().cas().stats().snapshot();
         figures.writes += s.writes;
         figures.reads += s.reads;
     }
@@ -310,8 +336,8 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> anyhow::Result<LoadFig
 ///
 /// # Errors
 /// If the store cannot be opened.
-pub async fn lease_table(config: &StoreConfig, duration: Duration) -> anyhow::Result<()> {
-    use crate::limits::Mode;
+pub async fn lease_table(config: &StoreConfig, duration: Duration) -> Result<(), BenchError> {
+    use crate::lease::settings::Mode;
     let scenarios: [(&str, &str, Option<usize>, Option<u64>); 3] = [
         (
             "(a) hot key, 4 limiters",

@@ -13,16 +13,21 @@
 //! (e.g. `LEASEHOLD_STORE_KIND=memory`, `LEASEHOLD_SERVER_HTTP=0.0.0.0:7070`,
 //! `LEASEHOLD_LEASE_MAX=5%`), for the `store`, `server` and `lease` sections.
 
+mod auth;
+mod lease;
+mod server;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use leasehold_core::{Algorithm, DurationMs, LimitSpec};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use thiserror::Error;
 
-use crate::lease::LimiterConfig;
-use crate::limits::{FailPolicy, LeaseSettings, LimitSettings, Mode};
+pub use auth::{ApiKey, AuthConfig, Permission};
+pub use lease::{LeaseConfig, LeaseMax};
+pub use server::ServerConfig;
+
+use crate::lease::settings::LimitSettings;
 use crate::store::StoreConfig;
 
 /// A configuration that cannot be honoured; the message names the field.
@@ -58,128 +63,6 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { field: field.into(), reason: reason.into() }
 }
 
-/// `[server]`: where the daemon listens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerConfig {
-    /// The Unix socket (RESP). Default `${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock`.
-    pub socket: PathBuf,
-    /// The HTTP address. Default `127.0.0.1:7070`.
-    pub http: String,
-    /// Most simultaneous socket connections; more are refused with an error.
-    pub max_connections: usize,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        let dir = std::env::var_os("XDG_RUNTIME_DIR")
-            .filter(|d| !d.is_empty())
-            .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
-        Self { socket: dir.join("leasehold.sock"), http: "127.0.0.1:7070".into(), max_connections: 1024 }
-    }
-}
-
-/// A lease cap: a number of units, or a fraction of the limit's ceiling (`"10%"` or `0.1`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum LeaseMax {
-    /// At most this many units.
-    Units(u64),
-    /// At most this fraction of the ceiling (at least 1 unit).
-    Fraction(f64),
-}
-
-impl LeaseMax {
-    fn parse(field: &str, v: &toml::Value) -> Result<Self, ConfigError> {
-        match v {
-            toml::Value::Integer(n) if *n >= 1 => Ok(Self::Units(*n as u64)),
-            toml::Value::Float(f) if *f > 0.0 && *f <= 1.0 => Ok(Self::Fraction(*f)),
-            toml::Value::String(s) if s.ends_with('%') => match s.trim_end_matches('%').trim().parse::<f64>() {
-                Ok(p) if p > 0.0 && p <= 100.0 => Ok(Self::Fraction(p / 100.0)),
-                _ => Err(invalid(field, format!("{s:?} is not a percentage from 0% to 100%"))),
-            },
-            other => Err(invalid(
-                field,
-                format!("expected a unit count (>= 1), a fraction (0, 1] or a percentage like \"10%\", got {other}"),
-            )),
-        }
-    }
-
-    fn units(self, ceiling: u64) -> u64 {
-        match self {
-            Self::Units(n) => n,
-            Self::Fraction(f) => ((ceiling as f64 * f).floor() as u64).max(1),
-        }
-    }
-}
-
-/// `[lease]` as resolved: daemon-wide lease-cache settings and per-limit defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseDefaults {
-    /// Longest lease life.
-    pub ttl: Duration,
-    /// Demand horizon a lease provisions for.
-    pub horizon: Duration,
-    /// Lease cap.
-    pub max: LeaseMax,
-    /// Default mode of limits.
-    pub mode: Mode,
-    /// Default fail policy of limits.
-    pub fail: FailPolicy,
-    /// The lease cache's own settings.
-    pub limiter: LimiterConfig,
-}
-
-impl Default for LeaseDefaults {
-    fn default() -> Self {
-        Self {
-            ttl: Duration::from_secs(2),
-            horizon: Duration::from_millis(250),
-            max: LeaseMax::Fraction(0.1),
-            mode: Mode::Leased,
-            fail: FailPolicy::Closed,
-            limiter: LimiterConfig::default(),
-        }
-    }
-}
-
-/// One API key: who it is (the tenant its keys are scoped to) and what it may do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiKey {
-    /// The secret presented as `Authorization: Bearer <key>` or `X-Api-Key`.
-    pub key: String,
-    /// The tenant; its rate-limit keys never share a counter with another tenant's.
-    pub tenant: String,
-    /// Any of `check`, `status`, `metrics`, `dashboard`.
-    #[serde(default = "ApiKey::default_permissions")]
-    pub permissions: Vec<String>,
-}
-
-impl ApiKey {
-    fn default_permissions() -> Vec<String> {
-        vec!["check".into(), "status".into()]
-    }
-
-    /// Whether the key holds `permission`.
-    pub fn may(&self, permission: &str) -> bool {
-        self.permissions.iter().any(|p| p == permission)
-    }
-}
-
-/// Permissions an API key can hold.
-pub const PERMISSIONS: [&str; 4] = ["check", "status", "metrics", "dashboard"];
-
-/// `[auth]`: API keys for the HTTP surface. None configured: HTTP is open
-/// (bind it to loopback, the default).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AuthConfig {
-    /// The keys.
-    pub keys: Vec<ApiKey>,
-    /// Replace rate-limit keys by a hash in the event stream and dashboard.
-    pub hash_keys_in_events: bool,
-}
-
 /// The whole configuration, resolved and validated.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -188,7 +71,7 @@ pub struct Config {
     /// `[server]`.
     pub server: ServerConfig,
     /// `[lease]`.
-    pub lease: LeaseDefaults,
+    pub lease: LeaseConfig,
     /// `[limits.*]`, by name.
     pub limits: BTreeMap<String, LimitSettings>,
     /// `[auth]`.
@@ -214,34 +97,6 @@ algorithm = "quota"
 limit = 100000
 window = "1d"
 "#;
-
-fn duration(field: &str, v: &toml::Value) -> Result<Duration, ConfigError> {
-    match v {
-        toml::Value::String(s) => {
-            s.parse::<DurationMs>().map(|d| Duration::from_millis(d.0)).map_err(|e| invalid(field, e.to_string()))
-        }
-        other => Err(invalid(field, format!("expected a duration string such as \"2s\", got {other}"))),
-    }
-}
-
-fn positive(field: &str, d: Duration) -> Result<Duration, ConfigError> {
-    if d.is_zero() {
-        Err(invalid(field, "must be longer than zero"))
-    } else {
-        Ok(d)
-    }
-}
-
-fn count(field: &str, v: &toml::Value) -> Result<u64, ConfigError> {
-    match v {
-        toml::Value::Integer(n) if *n >= 1 => Ok(*n as u64),
-        other => Err(invalid(field, format!("expected a whole number >= 1, got {other}"))),
-    }
-}
-
-fn enum_value<T: for<'de> Deserialize<'de>>(field: &str, v: &toml::Value, choices: &str) -> Result<T, ConfigError> {
-    T::deserialize(v.clone()).map_err(|_| invalid(field, format!("expected one of {choices}, got {v}")))
-}
 
 impl Config {
     /// Loads `path` (or, with `None`, the built-in example limits on the
@@ -300,23 +155,8 @@ impl Config {
         if server.http.parse::<std::net::SocketAddr>().is_err() {
             return Err(invalid("server.http", format!("{:?} is not an address like 127.0.0.1:7070", server.http)));
         }
-        let lease = lease_defaults(section(&mut table, "lease")?)?;
-        let auth: AuthConfig = AuthConfig::deserialize(section(&mut table, "auth")?)
-            .map_err(|e| ConfigError::Parse { path: None, message: format!("[auth]: {}", e.message()) })?;
-        for (i, k) in auth.keys.iter().enumerate() {
-            if k.key.len() < 8 {
-                return Err(invalid(format!("auth.keys[{i}].key"), "must be at least 8 characters"));
-            }
-            if k.tenant.is_empty() || k.tenant.contains(':') {
-                return Err(invalid(format!("auth.keys[{i}].tenant"), "must be non-empty and contain no ':'"));
-            }
-            if let Some(p) = k.permissions.iter().find(|p| !PERMISSIONS.contains(&p.as_str())) {
-                return Err(invalid(
-                    format!("auth.keys[{i}].permissions"),
-                    format!("unknown permission {p:?}; expected any of {}", PERMISSIONS.join(", ")),
-                ));
-            }
-        }
+        let lease = LeaseConfig::parse(section(&mut table, "lease")?)?;
+        let auth = AuthConfig::parse(section(&mut table, "auth")?)?;
         let mut limits = BTreeMap::new();
         for (name, v) in section(&mut table, "limits")? {
             let toml::Value::Table(t) = v else {
@@ -328,62 +168,10 @@ impl Config {
             if name.is_empty() || name.contains(char::is_whitespace) || name.contains(':') {
                 return Err(invalid(format!("limits.{name}"), "a limit name must be non-empty, without spaces or ':'"));
             }
-            limits.insert(name.clone(), limit(&name, t, &lease)?);
+            limits.insert(name.clone(), lease.limit(&name, t)?);
         }
         Ok(Self { store, server, lease, limits, auth })
     }
-}
-
-fn lease_defaults(mut t: toml::Table) -> Result<LeaseDefaults, ConfigError> {
-    let mut d = LeaseDefaults::default();
-    let keys: Vec<String> = t.keys().cloned().collect();
-    for key in keys {
-        let v = t.remove(&key).expect("present");
-        let field = format!("lease.{key}");
-        match key.as_str() {
-            "ttl" => d.ttl = positive(&field, duration(&field, &v)?)?,
-            "horizon" => d.horizon = positive(&field, duration(&field, &v)?)?,
-            "max" => d.max = LeaseMax::parse(&field, &v)?,
-            "mode" => d.mode = enum_value(&field, &v, "\"leased\", \"direct\"")?,
-            "fail" => d.fail = enum_value(&field, &v, "\"closed\", \"open\"")?,
-            "max_keys" => d.limiter.max_keys = count(&field, &v)?,
-            "idle" => d.limiter.idle = positive(&field, duration(&field, &v)?)?,
-            "store_timeout" => d.limiter.store_timeout = positive(&field, duration(&field, &v)?)?,
-            "breaker_failures" => d.limiter.breaker.failures = count(&field, &v)?.min(u64::from(u32::MAX)) as u32,
-            "breaker_open_for" => d.limiter.breaker.open_for = positive(&field, duration(&field, &v)?)?,
-            _ => return Err(invalid(field, "unknown key; expected one of ttl, horizon, max, mode, fail, max_keys, idle, store_timeout, breaker_failures, breaker_open_for")),
-        }
-    }
-    Ok(d)
-}
-
-fn limit(name: &str, mut t: toml::Table, d: &LeaseDefaults) -> Result<LimitSettings, ConfigError> {
-    let at = |k: &str| format!("limits.{name}.{k}");
-    let mode =
-        t.remove("mode").map(|v| enum_value(&at("mode"), &v, "\"leased\", \"direct\"")).transpose()?.unwrap_or(d.mode);
-    let fail =
-        t.remove("fail").map(|v| enum_value(&at("fail"), &v, "\"closed\", \"open\"")).transpose()?.unwrap_or(d.fail);
-    let ttl = t
-        .remove("lease_ttl")
-        .map(|v| duration(&at("lease_ttl"), &v).and_then(|x| positive(&at("lease_ttl"), x)))
-        .transpose()?
-        .unwrap_or(d.ttl);
-    let horizon = t
-        .remove("lease_horizon")
-        .map(|v| duration(&at("lease_horizon"), &v).and_then(|x| positive(&at("lease_horizon"), x)))
-        .transpose()?
-        .unwrap_or(d.horizon);
-    let explicit_max = t.remove("lease_max").map(|v| LeaseMax::parse(&at("lease_max"), &v)).transpose()?;
-    let json = serde_json::to_value(&t).map_err(|e| invalid(format!("limits.{name}"), e.to_string()))?;
-    let serde_json::Value::Object(map) = json else { unreachable!("a TOML table is an object") };
-    let spec = LimitSpec::try_from(map).map_err(|e| invalid(at(e.field), e.reason))?;
-    let algorithm = Algorithm::try_from(spec).map_err(|e| invalid(at(e.field), e.reason))?;
-    let ceiling = algorithm.ceiling();
-    let max = explicit_max.unwrap_or(d.max).units(ceiling);
-    if max > ceiling {
-        return Err(invalid(at("lease_max"), format!("{max} is above the limit's ceiling ({ceiling}): a lease can never be larger than what the limit grants at once")));
-    }
-    Ok(LimitSettings { algorithm, mode, fail, lease: LeaseSettings { ttl, horizon, max } })
 }
 
 /// Applies `LEASEHOLD_<SECTION>_<FIELD>` overrides.
@@ -424,6 +212,7 @@ fn apply_env(table: &mut toml::Table, env: impl IntoIterator<Item = (String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::settings::Mode;
 
     fn load(toml: &str) -> Result<Config, ConfigError> {
         Config::from_table(toml.parse().unwrap())

@@ -1,11 +1,15 @@
-//! Named limits and how each is served: its algorithm, mode, fail policy and
-//! lease tuning. Limits are addressed by name everywhere (config, socket,
-//! HTTP), so later features (plans) can refer to them.
+//! What the lease cache runs with, resolved from the config: each named
+//! limit's algorithm, mode, fail policy and lease tuning ([`LimitSettings`]),
+//! and the cache's own bounds ([`CacheSettings`]). Limits are addressed by
+//! name everywhere (config, socket, HTTP), so later features (plans) can refer
+//! to them.
 
 use std::time::Duration;
 
 use leasehold_core::Algorithm;
 use serde::{Deserialize, Serialize};
+
+use crate::store::guard::BreakerSettings;
 
 /// How decisions for a limit are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -68,6 +72,30 @@ impl LimitSettings {
                 horizon: Duration::from_millis(250),
                 max: (algorithm.ceiling() / 10).max(1),
             },
+        }
+    }
+}
+
+/// Daemon-wide lease-cache settings (from `[lease]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSettings {
+    /// The most keys with a slot in memory (moka's `max_capacity`).
+    pub max_keys: u64,
+    /// A slot unused this long is evicted (its units go back).
+    pub idle: Duration,
+    /// The longest one store call may take before it counts as unavailable.
+    pub store_timeout: Duration,
+    /// The circuit breaker in front of the store.
+    pub breaker: BreakerSettings,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        Self {
+            max_keys: 1_000_000,
+            idle: Duration::from_secs(60),
+            store_timeout: Duration::from_millis(500),
+            breaker: BreakerSettings::default(),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! Lagging subscribers skip ahead (a bounded `broadcast` channel): a stuck
 //! browser never slows decisions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::lease::{LimiterCounts, Served, Verdict};
+use super::sketch::SpaceSaving;
+use super::Snapshot;
+use crate::lease::stats::LeaseCounts;
+use crate::lease::Verdict;
 
 /// How often a `stats` event is sent.
 pub const TICK: Duration = Duration::from_millis(500);
@@ -27,55 +30,11 @@ const SAMPLE_EVERY: u64 = 4;
 const SKETCH_CAPACITY: usize = 128;
 /// Recent decisions kept between ticks (the sample's rate bound: 20 per tick).
 const RECENT_MAX: usize = 20;
-
-/// Space-Saving heavy hitters: at most `capacity` counters; a new key takes
-/// over the smallest counter (its count becomes a bound, not an exact figure).
-#[derive(Debug, Default)]
-pub struct SpaceSaving {
-    capacity: usize,
-    counts: Vec<(String, u64)>,
-    index: HashMap<String, usize>,
-}
-
-impl SpaceSaving {
-    /// A sketch holding at most `capacity` keys.
-    pub fn new(capacity: usize) -> Self {
-        Self { capacity, counts: Vec::with_capacity(capacity), index: HashMap::with_capacity(capacity) }
-    }
-
-    /// Counts one occurrence of `key` (`weight` times).
-    pub fn offer(&mut self, key: &str, weight: u64) {
-        if let Some(&i) = self.index.get(key) {
-            self.counts[i].1 += weight;
-        } else if self.counts.len() < self.capacity {
-            self.index.insert(key.to_string(), self.counts.len());
-            self.counts.push((key.to_string(), weight));
-        } else if let Some((i, _)) = self.counts.iter().enumerate().min_by_key(|(_, c)| c.1) {
-            let old = std::mem::replace(&mut self.counts[i].0, key.to_string());
-            self.index.remove(&old);
-            self.index.insert(key.to_string(), i);
-            self.counts[i].1 += weight;
-        }
-    }
-
-    /// The `n` heaviest keys, heaviest first.
-    pub fn top(&self, n: usize) -> Vec<(String, u64)> {
-        let mut all = self.counts.clone();
-        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        all.truncate(n);
-        all
-    }
-
-    /// Keys tracked (never above the capacity).
-    pub fn len(&self) -> usize {
-        self.counts.len()
-    }
-
-    /// Whether nothing is tracked.
-    pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
-    }
-}
+/// Events kept for clients resuming with `Last-Event-ID`: 10 s of ticks,
+/// enough to ride out a browser's reconnect.
+const BACKLOG: usize = 20;
+/// Events buffered per live subscriber before it lags and skips ahead.
+const CHANNEL: usize = 16;
 
 /// One sampled decision, as the dashboard shows it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -108,7 +67,7 @@ pub struct Stats {
     /// Seconds since start.
     pub uptime_s: f64,
     /// Totals since start.
-    pub totals: LimiterCounts,
+    pub totals: LeaseCounts,
     /// Store reads and writes since start.
     pub store_reads: u64,
     /// See `store_reads`.
@@ -201,12 +160,7 @@ impl Observer {
         }
         if let Ok(mut recent) = self.recent.try_lock() {
             if recent.len() < RECENT_MAX {
-                let served = match v.served {
-                    Served::Local => "local",
-                    Served::Store => "store",
-                    Served::Degraded => "degraded",
-                    Served::Unavailable => "unavailable",
-                };
+                let served = v.served.name();
                 recent.push_back(Recent {
                     limit: limit.to_string(),
                     key: self.shown(key),
@@ -247,32 +201,27 @@ pub struct Events {
 impl Events {
     /// An event hub.
     pub fn new(hash_keys: bool) -> Self {
-        Self { sender: broadcast::channel(16).0, backlog: Mutex::default(), observer: Observer::new(hash_keys) }
+        Self { sender: broadcast::channel(CHANNEL).0, backlog: Mutex::default(), observer: Observer::new(hash_keys) }
     }
 }
 
-/// Aggregates every [`TICK`] until the app is dropped.
-pub fn spawn_aggregator(app: &crate::app::App) {
-    let weak = Arc::downgrade(&app.events);
-    let limiter = app.limiter.clone();
-    let started = app.started;
+/// Aggregates a [`Snapshot`] from `source` every [`TICK`] into a `stats`
+/// event, until `events` is dropped.
+pub fn spawn_aggregator(events: &Arc<Events>, started: Instant, source: impl Fn() -> Snapshot + Send + 'static) {
+    let weak = Arc::downgrade(events);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut last, mut last_store, mut last_at, mut seq) =
-            (LimiterCounts::default(), (0, 0, 0), Instant::now(), 0u64);
+            (LeaseCounts::default(), (0, 0, 0), Instant::now(), 0u64);
         loop {
             tick.tick().await;
             let Some(events) = weak.upgrade() else { return };
-            let l = limiter.stats().snapshot();
-            let c = limiter.cas().stats().snapshot();
+            let snap = source();
+            let (l, c) = (snap.lease, snap.store);
             let dt = last_at.elapsed().as_secs_f64().max(1e-3);
             let rate = |now: u64, then: u64| now.saturating_sub(then) as f64 / dt;
-            let local = |x: &LimiterCounts| x.allowed_local + x.denied_local;
-            let store = |x: &LimiterCounts| x.allowed_store + x.denied_store + x.degraded + x.unavailable;
-            let allowed = |x: &LimiterCounts| x.allowed_local + x.allowed_store + x.degraded;
-            let denied = |x: &LimiterCounts| x.denied_local + x.denied_store + x.unavailable;
-            let decisions = (local(&l) + store(&l)).max(1) as f64;
+            let decisions = (l.local() + l.store()).max(1) as f64;
             let (hot_keys, recent) = events.observer.take();
             seq += 1;
             let stats = Arc::new(Stats {
@@ -282,26 +231,26 @@ pub fn spawn_aggregator(app: &crate::app::App) {
                 store_reads: c.reads,
                 store_writes: c.writes,
                 store_conflicts: c.conflicts,
-                allowed_per_s: rate(allowed(&l), allowed(&last)),
-                denied_per_s: rate(denied(&l), denied(&last)),
-                local_per_s: rate(local(&l), local(&last)),
-                store_per_s: rate(store(&l), store(&last)),
+                allowed_per_s: rate(l.allowed(), last.allowed()),
+                denied_per_s: rate(l.denied(), last.denied()),
+                local_per_s: rate(l.local(), last.local()),
+                store_per_s: rate(l.store(), last.store()),
                 reads_per_s: rate(c.reads, last_store.0),
                 writes_per_s: rate(c.writes, last_store.1),
                 conflicts_per_s: rate(c.conflicts, last_store.2),
                 writes_per_decision: c.writes as f64 / decisions,
-                direct_writes_per_decision: allowed(&l) as f64 / decisions,
+                direct_writes_per_decision: l.allowed() as f64 / decisions,
                 store_calls_per_decision: (c.reads + c.writes) as f64 / decisions,
-                direct_calls_per_decision: (decisions + allowed(&l) as f64) / decisions,
+                direct_calls_per_decision: (decisions + l.allowed() as f64) / decisions,
                 units_held: l.units_held,
-                breaker: limiter.breaker_state().name(),
-                l1_keys: limiter.keys_cached(),
+                breaker: snap.breaker.name(),
+                l1_keys: snap.l1_keys,
                 hot_keys,
                 recent,
             });
             {
                 let mut backlog = events.backlog.lock().expect("backlog lock");
-                if backlog.len() == 20 {
+                if backlog.len() == BACKLOG {
                     backlog.pop_front();
                 }
                 backlog.push_back(stats.clone());
@@ -310,29 +259,4 @@ pub fn spawn_aggregator(app: &crate::app::App) {
             (last, last_store, last_at) = (l, (c.reads, c.writes, c.conflicts), Instant::now());
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn space_saving_finds_the_heavy_hitters_within_bounded_memory() {
-        let mut s = SpaceSaving::new(16);
-        let mut rng = fastrand::Rng::with_seed(7);
-        for i in 0..100_000u64 {
-            // Three heavy keys among a long tail of 10,000 light ones.
-            let key = match i % 10 {
-                0..=2 => "heavy-a".to_string(),
-                3..=4 => "heavy-b".to_string(),
-                5 => "heavy-c".to_string(),
-                _ => format!("tail-{}", rng.u32(..10_000)),
-            };
-            s.offer(&key, 1);
-            assert!(s.len() <= 16);
-        }
-        let top: Vec<String> = s.top(3).into_iter().map(|t| t.0).collect();
-        assert_eq!(top, ["heavy-a", "heavy-b", "heavy-c"]);
-        assert!(s.top(1)[0].1 >= 30_000, "counts never under-estimate");
-    }
 }

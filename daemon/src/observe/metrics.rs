@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::app::App;
+use super::Snapshot;
 
 /// Upper bounds of the latency buckets, in microseconds.
 const BUCKETS_US: [u64; 14] = [5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000, 1_000_000];
@@ -62,10 +62,9 @@ pub struct Metrics {
 }
 
 /// Renders every metric in Prometheus text format.
-pub fn render(app: &App) -> String {
+pub fn render(m: &Metrics, snap: &Snapshot) -> String {
     let mut o = String::with_capacity(4096);
-    let l = app.limiter.stats().snapshot();
-    let c = app.limiter.cas().stats().snapshot();
+    let (l, c) = (&snap.lease, &snap.store);
     let mut counter = |name: &str, help: &str, samples: &[(&str, u64)]| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
         for (labels, v) in samples {
@@ -110,7 +109,6 @@ pub fn render(app: &App) -> String {
             ("{kind=\"lost\"}", l.units_lost),
         ],
     );
-    let m = &app.metrics;
     counter(
         "leasehold_socket_connections_total",
         "Socket connections accepted and refused.",
@@ -120,9 +118,9 @@ pub fn render(app: &App) -> String {
         ],
     );
     counter("leasehold_socket_commands_total", "Socket commands served.", &[("", m.commands.load(Ordering::Relaxed))]);
-    let breaker = app.limiter.breaker_state();
+    let breaker = snap.breaker;
     let _ = writeln!(o, "# HELP leasehold_lease_units_held Units held in leases, not yet spent.\n# TYPE leasehold_lease_units_held gauge\nleasehold_lease_units_held {}", l.units_held);
-    let _ = writeln!(o, "# HELP leasehold_l1_keys Keys with a slot in the lease cache.\n# TYPE leasehold_l1_keys gauge\nleasehold_l1_keys {}", app.limiter.keys_cached());
+    let _ = writeln!(o, "# HELP leasehold_l1_keys Keys with a slot in the lease cache.\n# TYPE leasehold_l1_keys gauge\nleasehold_l1_keys {}", snap.l1_keys);
     let _ = writeln!(o, "# HELP leasehold_breaker_state Circuit breaker state (1 for the current one).\n# TYPE leasehold_breaker_state gauge");
     for s in ["closed", "open", "half_open"] {
         let _ = writeln!(o, "leasehold_breaker_state{{state=\"{s}\"}} {}", u8::from(breaker.name() == s));

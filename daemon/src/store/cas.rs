@@ -1,102 +1,112 @@
 //! The one compare-and-set loop, written once above every store: read, lazily
-//! expire, apply a core transition, conditional write, and on conflict re-read
-//! and retry — bounded, with jittered backoff.
+//! expire, apply updates, conditional write, and on conflict re-read and
+//! retry — bounded, with jittered backoff.
 //!
-//! Concurrent applies to one key within this process are **combined**: they
-//! queue behind the key's in-flight CAS, and everything queued meanwhile is
-//! applied in one read-modify-write whose transition runs each request in
-//! order and hands each its own result. CAS retries are then spent only on
-//! genuine races with other processes.
+//! The loop knows records, not what is in them. A caller describes what to do
+//! to one key's record as an [`Update`]: a function from a [`Draft`] (the
+//! record as read, and a typed value decoded from it once per round) to the
+//! caller's result. Rate-limit counters are one kind of update; any record
+//! kind can be another.
+//!
+//! Concurrent updates of one key within this process are **combined**: they
+//! queue behind the key's in-flight round, and everything queued meanwhile is
+//! applied in one read-modify-write that runs each update in order and hands
+//! each its own result. CAS retries are then spent only on genuine races with
+//! other processes.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_core::{Algorithm, Clock, Decision, State};
+use leasehold_core::Clock;
 use tokio::sync::oneshot;
 
 use super::{PutOutcome, Record, Store, StoreError, StoreUnavailable};
 
-/// One request against a key's counter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Op {
-    /// All-or-nothing admission of `cost` units.
-    Decide {
-        /// Units to admit.
-        cost: u64,
-    },
-    /// Grant up to `want` units, or none if fewer than `min` are available;
-    /// first giving back the unused units of a previous grant, in the same write.
-    Take {
-        /// Units wanted.
-        want: u64,
-        /// The fewest units worth granting.
-        min: u64,
-        /// Unused units of an earlier grant, and when that grant was taken.
-        give_back: Option<(u64, f64)>,
-    },
-    /// Give back `n` unused units that were taken at `taken_at_ms`.
-    Refund {
-        /// Units given back.
-        n: u64,
-        /// When they were taken (window algorithms accept them back only into that window).
-        taken_at_ms: f64,
-    },
-    /// Read the key's standing; consumes nothing and never writes.
-    Status,
+/// A value decoded from a record's `state`, which knows how to encode itself back.
+pub trait Content: Any + Send {
+    /// The record's `state` string for this value.
+    fn encode(&self) -> String;
+    /// Epoch milliseconds after which the value is indistinguishable from absent.
+    fn expires_at_ms(&self) -> u64;
+    /// `self` as `Any`, to get the concrete type back.
+    fn as_any(&self) -> &dyn Any;
 }
 
-/// The result of one [`Op`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Applied {
-    /// Units granted: `cost` for an allowed `Decide`, the grant of a `Take`; else 0.
-    pub granted: u64,
-    /// Units given back and accepted (by a `Refund`, or a `Take`'s
-    /// `give_back`): none when the state was at its ceiling already or the
-    /// units' window is over.
-    pub returned: u64,
-    /// The decision as the key stands after the op. For a `Take` that granted
-    /// nothing, `retry_after_ms` is when `min` units will be available.
-    pub decision: Decision,
-    /// The time (epoch ms) the op was applied at.
-    pub at_ms: f64,
+/// One key's record while a round applies updates to it.
+pub struct Draft {
+    now_ms: f64,
+    /// The record as read; `None` when absent or expired.
+    stored: Option<Record>,
+    /// The decoded value, once an update asked for it.
+    value: Option<Box<dyn Content>>,
+    decoded: bool,
+    changed: bool,
+    corrupt: bool,
 }
 
-fn apply_op(alg: &Algorithm, state: Option<&State>, now: f64, op: Op) -> (Applied, Option<State>) {
-    let mut returned = 0;
-    let (granted, decision, next) = match op {
-        Op::Decide { cost } => {
-            let (d, next) = alg.decide(state, now, cost);
-            (if d.allowed { cost } else { 0 }, d, next)
+impl Draft {
+    fn new(stored: Option<Record>, now_ms: f64) -> Self {
+        Self { now_ms, stored, value: None, decoded: false, changed: false, corrupt: false }
+    }
+
+    /// The time (epoch ms) the round runs at.
+    pub fn now_ms(&self) -> f64 {
+        self.now_ms
+    }
+
+    /// The record as read, `None` when absent or expired.
+    pub fn stored(&self) -> Option<&Record> {
+        self.stored.as_ref()
+    }
+
+    /// The value as it stands after the updates before this one. The stored
+    /// record is decoded with `decode` on first use; a record it cannot read
+    /// (or a value of another type) counts as corrupt and reads as absent.
+    pub fn value<T: Content>(&mut self, decode: impl FnOnce(&Record) -> Option<T>) -> Option<&T> {
+        if !self.decoded {
+            self.decoded = true;
+            if let Some(r) = &self.stored {
+                match decode(r) {
+                    Some(v) => self.value = Some(Box::new(v)),
+                    None => self.corrupt = true,
+                }
+            }
         }
-        Op::Take { want, min, give_back } => {
-            let back = give_back.and_then(|(n, at)| alg.refund(state, at, n).map(|s| (n, s)));
-            returned = back.as_ref().map_or(0, |b| b.0);
-            let back = back.map(|b| b.1);
-            let base = back.as_ref().or(state);
-            let (granted, taken) = alg.take(base, now, want, min);
-            let d = match &taken {
-                Some(t) => Decision { allowed: true, ..alg.status(Some(t), now) },
-                None => alg.decide(base, now, min.max(1)).0,
-            };
-            let next = taken.or(back);
-            (granted, d, next)
+        match self.value.as_deref().map(|v| v.as_any().downcast_ref::<T>()) {
+            Some(Some(v)) => Some(v),
+            Some(None) => {
+                self.corrupt = true;
+                None
+            }
+            None => None,
         }
-        Op::Refund { n, taken_at_ms } => {
-            let next = alg.refund(state, taken_at_ms, n);
-            returned = if next.is_some() { n } else { 0 };
-            (0, alg.status(next.as_ref().or(state), now), next)
-        }
-        Op::Status => (0, alg.status(state, now), None),
-    };
-    (Applied { granted, returned, decision, at_ms: now }, next)
+    }
+
+    /// Replaces the value; the round writes it.
+    pub fn set<T: Content>(&mut self, value: T) {
+        self.decoded = true;
+        self.value = Some(Box::new(value));
+        self.changed = true;
+    }
+}
+
+/// What to do to one key's record. Runs inside a round, in queue order, and
+/// may run more than once (a round is retried on conflict), so it must be a
+/// pure function of the draft.
+pub trait Update: Send + 'static {
+    /// What the caller gets back.
+    type Output: Send + 'static;
+    /// Applies the update to `draft` and says what happened.
+    fn apply(&self, draft: &mut Draft) -> Self::Output;
 }
 
 /// Tuning of the CAS loop.
 #[derive(Debug, Clone)]
-pub struct CasOptions {
-    /// Key namespace: records are stored under `prefix:limit:key`.
+pub struct CasSettings {
+    /// Key namespace: records are stored under `prefix:...`.
     pub prefix: String,
     /// Conflicts (and transient errors) retried before giving up; default 16.
     pub max_retries: u32,
@@ -106,7 +116,7 @@ pub struct CasOptions {
     pub backoff_max: Duration,
 }
 
-impl Default for CasOptions {
+impl Default for CasSettings {
     fn default() -> Self {
         Self {
             prefix: "leasehold".into(),
@@ -120,9 +130,9 @@ impl Default for CasOptions {
 /// Counters of store traffic, for `/metrics`, the dashboard and benchmarks.
 #[derive(Debug, Default)]
 pub struct CasStats {
-    /// Ops submitted.
+    /// Updates submitted.
     pub applies: AtomicU64,
-    /// Read-modify-write rounds run (each serves one or more combined ops).
+    /// Read-modify-write rounds run (each serves one or more combined updates).
     pub batches: AtomicU64,
     /// `get` calls.
     pub reads: AtomicU64,
@@ -134,7 +144,7 @@ pub struct CasStats {
     pub retries: AtomicU64,
     /// Store errors seen.
     pub errors: AtomicU64,
-    /// Records whose state could not be read for the limit's algorithm (read as absent).
+    /// Records that could not be decoded (read as absent).
     pub corrupt: AtomicU64,
 }
 
@@ -173,30 +183,51 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Transient store errors retried within one apply (conflicts have their own budget).
+/// Transient store errors retried within one round: conflicts mean a healthy,
+/// busy store and get `max_retries`; errors mean a sick one, and waiting on it
+/// longer only delays the fail policy's answer.
 const MAX_ERROR_RETRIES: u32 = 2;
 
-type Reply = oneshot::Sender<Result<Applied, StoreUnavailable>>;
+/// A queued update with its reply channel, type-erased so one queue can hold
+/// updates of any kind.
+trait Queued: Send {
+    fn run(&mut self, draft: &mut Draft);
+    fn succeed(self: Box<Self>);
+    fn fail(self: Box<Self>, e: StoreUnavailable);
+}
 
-struct Queued {
-    alg: Algorithm,
-    op: Op,
-    reply: Reply,
+struct Entry<U: Update> {
+    update: U,
+    output: Option<U::Output>,
+    reply: oneshot::Sender<Result<U::Output, StoreUnavailable>>,
+}
+
+impl<U: Update> Queued for Entry<U> {
+    fn run(&mut self, draft: &mut Draft) {
+        self.output = Some(self.update.apply(draft));
+    }
+    fn succeed(self: Box<Self>) {
+        if let Some(out) = self.output {
+            let _ = self.reply.send(Ok(out));
+        }
+    }
+    fn fail(self: Box<Self>, e: StoreUnavailable) {
+        let _ = self.reply.send(Err(e));
+    }
 }
 
 struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
-    options: CasOptions,
+    settings: CasSettings,
     stats: CasStats,
-    /// Ops waiting per storage key. A key is present exactly while a driver
-    /// task is running for it. A `std::sync::Mutex`: held only to push or swap
-    /// a `Vec`, never across an `.await`.
-    queues: Mutex<HashMap<String, Vec<Queued>>>,
+    /// Updates waiting per storage key. A key is present exactly while a
+    /// driver task is running for it. A `std::sync::Mutex`: held only to push
+    /// or swap a `Vec`, never across an `.await`.
+    queues: Mutex<HashMap<String, Vec<Box<dyn Queued>>>>,
 }
 
-/// The rate limiter over a [`Store`]: applies [`Op`]s to keys' counters.
-/// Cheap to clone (an `Arc`).
+/// The compare-and-set loop over a [`Store`]. Cheap to clone (an `Arc`).
 #[derive(Clone)]
 pub struct Cas {
     inner: Arc<Inner>,
@@ -204,14 +235,14 @@ pub struct Cas {
 
 impl std::fmt::Debug for Cas {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cas").field("store", &self.inner.store.name()).field("options", &self.inner.options).finish()
+        f.debug_struct("Cas").field("store", &self.inner.store.name()).field("settings", &self.inner.settings).finish()
     }
 }
 
 impl Cas {
     /// A CAS loop over `store`, reading time from `clock`.
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, options: CasOptions) -> Self {
-        Self { inner: Arc::new(Inner { store, clock, options, stats: CasStats::default(), queues: Mutex::default() }) }
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: CasSettings) -> Self {
+        Self { inner: Arc::new(Inner { store, clock, settings, stats: CasStats::default(), queues: Mutex::default() }) }
     }
 
     /// The store underneath.
@@ -219,9 +250,14 @@ impl Cas {
         &self.inner.store
     }
 
-    /// The clock decisions are made with.
+    /// The clock rounds run at.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.inner.clock
+    }
+
+    /// The key namespace (`[store] prefix`).
+    pub fn prefix(&self) -> &str {
+        &self.inner.settings.prefix
     }
 
     /// Store traffic counters.
@@ -229,42 +265,36 @@ impl Cas {
         &self.inner.stats
     }
 
-    /// The storage key of `key` under `limit`: `prefix:limit:key`.
-    pub fn storage_key(&self, limit: &str, key: &str) -> String {
-        format!("{}:{limit}:{key}", self.inner.options.prefix)
-    }
-
-    /// Applies `op` to the counter of `key` under `limit` (using `alg`).
+    /// Applies `update` to the record stored under `key` (a full storage key).
     ///
     /// # Errors
     /// [`StoreUnavailable`] when the store failed or every retry conflicted;
-    /// the op then had no effect, unless the store failed after accepting the
-    /// write, in which case units may have been consumed but are never granted
-    /// (under-issue, never over-issue).
+    /// the update then had no effect, unless the store failed after
+    /// accepting the write.
     ///
     /// # Concurrency
     /// Runs on a task of its own, so dropping the returned future (a timeout)
-    /// never leaves a key half-applied; concurrent ops on one key are combined.
-    pub async fn apply(&self, limit: &str, key: &str, alg: &Algorithm, op: Op) -> Result<Applied, StoreUnavailable> {
+    /// never leaves a key half-applied; concurrent updates of one key are combined.
+    pub async fn update<U: Update>(&self, key: String, update: U) -> Result<U::Output, StoreUnavailable> {
         bump(&self.inner.stats.applies);
         let (reply, rx) = oneshot::channel();
-        let storage_key = self.storage_key(limit, key);
+        let entry: Box<dyn Queued> = Box::new(Entry { update, output: None, reply });
         let start_driver = {
             let mut queues = self.inner.queues.lock().expect("cas queue lock");
-            match queues.get_mut(&storage_key) {
+            match queues.get_mut(&key) {
                 Some(waiting) => {
-                    waiting.push(Queued { alg: *alg, op, reply });
-                    false
+                    waiting.push(entry);
+                    None
                 }
                 None => {
-                    queues.insert(storage_key.clone(), vec![Queued { alg: *alg, op, reply }]);
-                    true
+                    queues.insert(key.clone(), vec![entry]);
+                    Some(key)
                 }
             }
         };
-        if start_driver {
+        if let Some(key) = start_driver {
             let inner = self.inner.clone();
-            tokio::spawn(async move { inner.drive(storage_key).await });
+            tokio::spawn(async move { inner.drive(key).await });
         }
         rx.await.unwrap_or_else(|_| Err(StoreError::transient("cas", "driver task ended unexpectedly").into()))
     }
@@ -290,84 +320,70 @@ impl Inner {
     }
 
     /// One combined read-modify-write for `batch`, retried on conflict.
-    async fn round(&self, key: &str, batch: Vec<Queued>) {
+    async fn round(&self, key: &str, mut batch: Vec<Box<dyn Queued>>) {
         bump(&self.stats.batches);
         let (mut attempts, mut errors) = (0u32, 0u32);
         let failure = loop {
-            match self.attempt(key, &batch).await {
-                Ok(Some(results)) => {
-                    for (q, r) in batch.into_iter().zip(results) {
-                        let _ = q.reply.send(Ok(r));
+            match self.attempt(key, &mut batch).await {
+                Ok(true) => {
+                    for q in batch {
+                        q.succeed();
                     }
                     return;
                 }
-                Ok(None) => bump(&self.stats.conflicts),
+                Ok(false) => bump(&self.stats.conflicts),
                 Err(e) => {
                     bump(&self.stats.errors);
                     errors += 1;
-                    // Conflicts mean a healthy, busy store and are retried up to
-                    // `max_retries`; errors mean a sick one: retried twice at most.
-                    if !e.transient || errors > MAX_ERROR_RETRIES || attempts >= self.options.max_retries {
+                    if !e.transient || errors > MAX_ERROR_RETRIES || attempts >= self.settings.max_retries {
                         break StoreUnavailable::Backend(e);
                     }
                 }
             }
             attempts += 1;
-            if attempts > self.options.max_retries {
+            if attempts > self.settings.max_retries {
                 break StoreUnavailable::Contention { attempts };
             }
             bump(&self.stats.retries);
             tokio::time::sleep(self.backoff(attempts)).await;
         };
         for q in batch {
-            let _ = q.reply.send(Err(failure.clone()));
+            q.fail(failure.clone());
         }
     }
 
     fn backoff(&self, attempt: u32) -> Duration {
-        let cap = self.options.backoff_base.saturating_mul(1 << attempt.min(16)).min(self.options.backoff_max);
+        let cap = self.settings.backoff_base.saturating_mul(1 << attempt.min(16)).min(self.settings.backoff_max);
         cap.mul_f64(fastrand::f64())
     }
 
-    /// Read, apply every op in order, write if anything changed. `Ok(None)` on conflict.
-    async fn attempt(&self, key: &str, batch: &[Queued]) -> Result<Option<Vec<Applied>>, StoreError> {
+    /// Read, run every update in order, write if anything changed.
+    /// `Ok(false)` on conflict.
+    async fn attempt(&self, key: &str, batch: &mut [Box<dyn Queued>]) -> Result<bool, StoreError> {
         bump(&self.stats.reads);
         let record = self.store.get(key).await?;
         let now = self.clock.now_ms();
-        let alg = batch[0].alg;
-        let mut state = match &record {
-            Some(r) if !r.is_expired(now) => match alg.parse_state(&r.state) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    bump(&self.stats.corrupt);
-                    tracing::warn!(key, error = %e, "unreadable state; treating the key as fresh");
-                    None
-                }
-            },
-            _ => None,
-        };
-        let mut changed = false;
-        let mut results = Vec::with_capacity(batch.len());
-        for q in batch {
-            let (applied, next) = apply_op(&q.alg, state.as_ref(), now, q.op);
-            if let Some(next) = next {
-                state = Some(next);
-                changed = true;
-            }
-            results.push(applied);
+        let live = record.as_ref().filter(|r| !r.is_expired(now)).cloned();
+        let mut draft = Draft::new(live, now);
+        for q in batch.iter_mut() {
+            q.run(&mut draft);
         }
-        let Some(state) = state.filter(|_| changed) else {
-            return Ok(Some(results));
+        if draft.corrupt {
+            bump(&self.stats.corrupt);
+            tracing::warn!(key, "unreadable record; treating the key as fresh");
+        }
+        let Some(value) = draft.value.filter(|_| draft.changed) else {
+            return Ok(true);
         };
         let next = Record {
-            state: state.to_json(),
+            state: value.encode(),
             version: record.as_ref().map_or(1, |r| r.version + 1),
-            expires_at_ms: alg.expires_at_ms(&state).max(0.0) as u64,
+            expires_at_ms: value.expires_at_ms(),
         };
         bump(&self.stats.writes);
         match self.store.put_if(key, &next, record.map(|r| r.version)).await? {
-            PutOutcome::Written => Ok(Some(results)),
-            PutOutcome::Conflict => Ok(None),
+            PutOutcome::Written => Ok(true),
+            PutOutcome::Conflict => Ok(false),
         }
     }
 }

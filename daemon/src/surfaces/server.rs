@@ -28,10 +28,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<Stopped> {
     let (stop, stopping) = watch::channel(false);
-    let resp = tokio::spawn(crate::resp::serve(unix, app.clone(), stopping.clone()));
+    let resp = tokio::spawn(super::resp::serve(unix, app.clone(), stopping.clone()));
     let mut http_stopping = stopping.clone();
     let http = tokio::spawn(
-        axum::serve(http, crate::http::router(app.clone()))
+        axum::serve(http, super::http::router(app.clone()))
             .with_graceful_shutdown(async move {
                 let _ = http_stopping.wait_for(|s| *s).await;
             })
@@ -46,7 +46,7 @@ pub async fn serve(
     if let Some(path) = socket_path {
         let _ = std::fs::remove_file(path);
     }
-    let refunded = app.limiter.shutdown().await;
+    let refunded = app.leases.shutdown().await;
     tracing::info!(refunded, "leases given back");
     served.map(|()| Stopped { refunded })
 }

@@ -51,7 +51,7 @@ pub struct Daemon {
     /// The HTTP address.
     pub http: std::net::SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<leasehold::server::Stopped>>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<leasehold::surfaces::server::Stopped>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -72,20 +72,21 @@ impl Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("leasehold.sock");
         let app = leasehold::app::App::new(config).unwrap();
-        let unix = leasehold::resp::bind(&socket).unwrap();
+        let unix = leasehold::surfaces::resp::bind(&socket).unwrap();
         let std_http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_http.set_nonblocking(true).unwrap();
         let http_addr = std_http.local_addr().unwrap();
         let http = tokio::net::TcpListener::from_std(std_http).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(leasehold::server::serve(app.clone(), unix, Some(socket.clone()), http, async {
-            let _ = stopped.await;
-        }));
+        let task =
+            tokio::spawn(leasehold::surfaces::server::serve(app.clone(), unix, Some(socket.clone()), http, async {
+                let _ = stopped.await;
+            }));
         Self { app, socket, http: http_addr, stop: Some(stop), task: Some(task), _dir: dir }
     }
 
     /// Stops it gracefully and returns what the stop did.
-    pub async fn stop(mut self) -> leasehold::server::Stopped {
+    pub async fn stop(mut self) -> leasehold::surfaces::server::Stopped {
         let _ = self.stop.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap().unwrap()
     }

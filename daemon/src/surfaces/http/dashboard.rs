@@ -19,16 +19,19 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 
+use super::auth::authorize;
+use super::error::ApiError;
 use crate::app::App;
-use crate::events::Stats;
-use crate::http::ApiError;
+use crate::config::Permission;
+use crate::lease::settings::{FailPolicy, Mode};
+use crate::observe::events::Stats;
 
-const INDEX: &str = include_str!("../../dashboard/index.html");
-const SCRIPT: &str = include_str!("../../dashboard/app.js");
-const STYLE: &str = include_str!("../../dashboard/style.css");
+const INDEX: &str = include_str!("../../../../dashboard/index.html");
+const SCRIPT: &str = include_str!("../../../../dashboard/app.js");
+const STYLE: &str = include_str!("../../../../dashboard/style.css");
 
 /// The dashboard's routes.
-pub fn routes() -> Router<App> {
+pub(super) fn routes() -> Router<App> {
     Router::new()
         .route("/", get(page))
         .route("/dashboard", get(page))
@@ -56,7 +59,7 @@ fn guard(app: &App, headers: &HeaderMap, param: &KeyParam) -> Result<(), ApiErro
     if let Some(k) = param.key.as_deref().and_then(|k| k.parse().ok()) {
         headers.insert("x-api-key", k);
     }
-    match crate::http::authorize(app, &headers, "dashboard")? {
+    match authorize(app, &headers, Permission::Dashboard)? {
         Some(_) => Ok(()),
         // Bound beyond loopback with no keys configured: never serve keys openly.
         None => Err(ApiError::Unauthorized),
@@ -73,8 +76,8 @@ async fn page(State(app): State<App>, headers: HeaderMap, Query(param): Query<Ke
 struct LimitRow {
     name: String,
     spec: leasehold_core::Algorithm,
-    mode: crate::limits::Mode,
-    fail: crate::limits::FailPolicy,
+    mode: Mode,
+    fail: FailPolicy,
     lease_max: u64,
     lease_ttl_ms: u64,
 }

@@ -1,0 +1,152 @@
+//! One `(limit, key)`'s lease in the cache: the units not yet spent, the
+//! lease's time span, a local "denied until", and the key's recent demand.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::stats::{add, LeaseStats};
+
+/// Weight of the newest sample in a key's demand estimate (an exponentially
+/// weighted moving average over leases): a half-life of one lease, so demand
+/// follows a key's traffic within a few renewals without chasing one outlier.
+pub(super) const DEMAND_EWMA_WEIGHT: f64 = 0.5;
+
+/// An `f64` in an atomic.
+#[derive(Debug)]
+pub(super) struct AtomicF64(AtomicU64);
+
+impl AtomicF64 {
+    pub(super) fn new(v: f64) -> Self {
+        Self(AtomicU64::new(v.to_bits()))
+    }
+    pub(super) fn load(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Acquire))
+    }
+    pub(super) fn store(&self, v: f64) {
+        self.0.store(v.to_bits(), Ordering::Release);
+    }
+}
+
+/// A key's recent demand, for sizing its next lease.
+#[derive(Debug, Default)]
+pub(super) struct Demand {
+    /// Units per millisecond, an exponentially weighted average over leases.
+    pub(super) rate: f64,
+}
+
+impl Demand {
+    /// Folds in one lease's use: `spent` units over `elapsed_ms`.
+    pub(super) fn sample(&mut self, spent: u64, elapsed_ms: f64) {
+        let sample = spent as f64 / elapsed_ms.max(1.0);
+        self.rate = (1.0 - DEMAND_EWMA_WEIGHT) * self.rate + DEMAND_EWMA_WEIGHT * sample;
+    }
+}
+
+/// One `(limit, key)`'s lease.
+///
+/// # Concurrency
+/// `units` is spent by a compare-and-swap on the fast path. A lease is changed
+/// (drained, installed) only by the holder of `refill`, inside a seqlock on
+/// `generation` (odd while changing): a spender that sees the generation move
+/// during its spend drops the units it took rather than risk spending a unit
+/// of one lease under another's window. One interleaving escapes the seqlock:
+/// the eviction listener drains a slot (without `refill`) while a renewal is
+/// installing into it, so both bump the generation at once; a spender caught
+/// exactly between can spend a unit of the lease being installed. The
+/// renewal then sees `evicted` and drains the rest, so the exposure is the
+/// units of one lease on a key that was just evicted as idle.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) limit: Box<str>,
+    pub(super) key: Box<str>,
+    pub(super) units: AtomicU64,
+    pub(super) generation: AtomicU64,
+    /// Units may be spent at times in `[lease_from, lease_until)`.
+    pub(super) lease_from: AtomicF64,
+    pub(super) lease_until: AtomicF64,
+    /// When the current lease was taken (refunds go back to that instant).
+    pub(super) taken_at: AtomicF64,
+    /// Units the current lease granted.
+    pub(super) granted: AtomicU64,
+    /// The store's `remaining` when the lease was taken.
+    pub(super) store_remaining: AtomicU64,
+    /// When the key is full again by the store's account at the last lease (epoch ms).
+    pub(super) reset_at: AtomicF64,
+    /// Requests of at least `denied_cost` are denied until this time.
+    pub(super) denied_until: AtomicF64,
+    pub(super) denied_cost: AtomicU64,
+    pub(super) demand: Mutex<Demand>,
+    /// One slow path at a time per key. A tokio mutex: held across the store call.
+    pub(super) refill: tokio::sync::Mutex<()>,
+    pub(super) evicted: AtomicBool,
+}
+
+impl Slot {
+    pub(super) fn new(limit: &str, key: &str) -> Self {
+        Self {
+            limit: limit.into(),
+            key: key.into(),
+            units: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            lease_from: AtomicF64::new(f64::INFINITY),
+            lease_until: AtomicF64::new(f64::NEG_INFINITY),
+            taken_at: AtomicF64::new(0.0),
+            granted: AtomicU64::new(0),
+            store_remaining: AtomicU64::new(0),
+            reset_at: AtomicF64::new(0.0),
+            denied_until: AtomicF64::new(f64::NEG_INFINITY),
+            denied_cost: AtomicU64::new(u64::MAX),
+            demand: Mutex::default(),
+            refill: tokio::sync::Mutex::new(()),
+            evicted: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes every unspent unit out of the lease: `(units, taken_at)`. Call
+    /// with `refill` held (or on an evicted slot, which no one renews).
+    pub(super) fn drain(&self, stats: &LeaseStats) -> (u64, f64) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let n = self.units.swap(0, Ordering::AcqRel);
+        add(&stats.units_drained, n);
+        let at = self.taken_at.load();
+        self.lease_until.store(f64::NEG_INFINITY);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        (n, at)
+    }
+
+    /// Installs a new lease. Call with `refill` held.
+    pub(super) fn install(&self, lease: Installed) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.taken_at.store(lease.taken_at);
+        self.granted.store(lease.granted, Ordering::Relaxed);
+        self.store_remaining.store(lease.store_remaining, Ordering::Relaxed);
+        self.lease_from.store(lease.from);
+        self.lease_until.store(lease.until);
+        self.units.store(lease.units, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Units this slot holds for spending at `now`.
+    pub(super) fn held_at(&self, now: f64) -> u64 {
+        if now < self.lease_until.load() {
+            self.units.load(Ordering::Relaxed)
+        } else {
+            0
+        }
+    }
+}
+
+/// A new lease for [`Slot::install`].
+pub(super) struct Installed {
+    /// Unspent units.
+    pub(super) units: u64,
+    /// Units the store granted.
+    pub(super) granted: u64,
+    /// Units may be spent at times in `[from, until)`.
+    pub(super) from: f64,
+    pub(super) until: f64,
+    /// When the store granted them.
+    pub(super) taken_at: f64,
+    /// The store's `remaining` after the grant.
+    pub(super) store_remaining: u64,
+}
