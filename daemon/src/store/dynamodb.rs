@@ -27,6 +27,12 @@ use super::{PutOutcome, Record, Store, StoreError};
 
 const NAME: &str = "dynamodb";
 
+/// How often `table create` asks whether a new table is active.
+const TABLE_WAIT_POLL: Duration = Duration::from_millis(500);
+/// Polls before giving up on a table becoming active: one minute, well past
+/// the seconds DynamoDB takes for an on-demand table.
+const TABLE_WAIT_POLLS: u32 = 120;
+
 /// Where the table is and how to reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DynamoConfig {
@@ -160,13 +166,13 @@ impl DynamoStore {
             }
             Err(e) => return Err(self.classify("create table", e)),
         }
-        for _ in 0..120 {
+        for _ in 0..TABLE_WAIT_POLLS {
             let d = self.client.describe_table().table_name(&c.table).send().await;
             let status = d.map_err(|e| self.classify("describe table", e))?.table.and_then(|t| t.table_status);
             if status.as_ref().is_some_and(|s| s.as_str() == "ACTIVE") {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(TABLE_WAIT_POLL).await;
         }
         let ttl = TimeToLiveSpecification::builder()
             .enabled(true)

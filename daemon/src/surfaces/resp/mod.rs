@@ -15,7 +15,6 @@ use tokio::task::JoinSet;
 
 use crate::app::App;
 
-pub use cmd::cl_throttle_settings;
 
 /// Binds the socket at `path`: creates its directory, replaces a stale socket
 /// file (one no daemon answers on), refuses to steal a live one, and makes it

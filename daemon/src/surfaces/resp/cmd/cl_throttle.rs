@@ -17,9 +17,8 @@ use crate::lease::{Check, Served};
 /// `period_s` seconds with bursts of `max_burst + 1`, and the limit's name in
 /// the store (`cl:<max_burst>:<count>:<period_s>`).
 ///
-/// # Errors
-/// A message naming the bad argument.
-pub fn cl_throttle_settings(max_burst: u64, count: u64, period_s: u64) -> Result<(String, LimitSettings), String> {
+/// Fails with a message naming the bad argument.
+fn cl_throttle_settings(max_burst: u64, count: u64, period_s: u64) -> Result<(String, LimitSettings), String> {
     if count == 0 {
         return Err("count must be at least 1".into());
     }
@@ -27,7 +26,7 @@ pub fn cl_throttle_settings(max_burst: u64, count: u64, period_s: u64) -> Result
         return Err("period must be at least 1 second".into());
     }
     let alg = Algorithm::Gcra(
-        leasehold_core::algorithms::Gcra::new(count, DurationMs(period_s.saturating_mul(1000)), Some(max_burst + 1))
+        leasehold_core::algorithms::Gcra::new(count, DurationMs(period_s.saturating_mul(1000)), Some(max_burst.saturating_add(1)))
             .map_err(|e| e.to_string())?,
     );
     Ok((format!("cl:{max_burst}:{count}:{period_s}"), LimitSettings::new(alg)))
