@@ -73,6 +73,17 @@
 //! spent early keep the cap lowered until the lease ends. Short leases keep
 //! that small.
 //!
+//! ## Ending a lease early
+//!
+//! [`Algorithm::end_lease`](crate::Algorithm::end_lease) is a refund that
+//! also closes the entry: the holder declares it has stopped spending the
+//! lease, so the units it spent count as consumed *now* instead of at the
+//! lease's end, and the cap rises at once. The invariant `level + U ≤
+//! ceiling` still holds (closing lowers `U` and leaves the level), and no
+//! unit of the lease is spent after it. A holder that renews a hot key's
+//! lease ends the old one in the same write, so steady demand at any rate up
+//! to the limit's own is never held back by the cap.
+//!
 //! ## Bound on the out list
 //!
 //! Two leases with the same `(taken_at_ms, until_ms)` share one entry. A
@@ -192,18 +203,28 @@ pub(crate) fn with_lease(mut out: Vec<LeaseOut>, lease: LeaseOut) -> Vec<LeaseOu
 /// The units of `lease` that may be given back at `now`: at most `n` and the
 /// entry's remaining units, none once the lease has ended or when no entry
 /// has its term. Returns them with `out` lowered accordingly (already pruned
-/// and sorted; an entry lowered to zero is dropped).
-pub(crate) fn give_back(mut out: Vec<LeaseOut>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Vec<LeaseOut>) {
+/// and sorted; an entry lowered to zero is dropped). With `close`, the
+/// entry is removed as well: the holder has stopped spending, so its spent
+/// units count as consumed at `now` rather than at the lease's end. Returns
+/// the units given back, whether the list changed, and the list.
+pub(crate) fn settle(
+    mut out: Vec<LeaseOut>,
+    now: f64,
+    lease: LeaseTerm,
+    n: u64,
+    close: bool,
+) -> (u64, bool, Vec<LeaseOut>) {
     if now.is_nan() || now >= lease.until_ms {
-        return (0, out);
+        return (0, false, out);
     }
-    let Some(i) = out.iter().position(|o| o.term() == lease) else { return (0, out) };
+    let Some(i) = out.iter().position(|o| o.term() == lease) else { return (0, false, out) };
     let m = n.min(out[i].units);
     out[i].units -= m;
-    if out[i].units == 0 {
+    if out[i].units == 0 || close {
         out.remove(i);
+        return (m, true, out);
     }
-    (m, out)
+    (m, m > 0, out)
 }
 
 /// Whether a lease may be taken at the effective time `now` for `until_ms`:

@@ -63,6 +63,7 @@ pub mod duration;
 mod error;
 pub mod lease;
 pub mod local;
+pub mod ops;
 mod rule;
 mod spec;
 mod state;

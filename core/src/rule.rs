@@ -161,6 +161,20 @@ pub(crate) trait Rule {
             None => (0, None),
         }
     }
+
+    /// Ends `lease` at `now`: gives back `n` unused units (as
+    /// [`Self::refund_lease`]) and, for algorithms with an out list, closes
+    /// its entry, so the units spent count as consumed now. The holder must
+    /// not spend the lease afterwards.
+    fn end_lease(
+        &self,
+        s: Option<&Self::State>,
+        now: f64,
+        lease: crate::lease::LeaseTerm,
+        n: u64,
+    ) -> (u64, Option<Self::State>) {
+        self.refund_lease(s, now, lease, n)
+    }
 }
 
 /// Implements [`Rule`] for a newtype over another rule with the same state.

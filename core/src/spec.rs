@@ -408,6 +408,18 @@ impl Algorithm {
         })
     }
 
+    /// Ends `lease` at `now_ms`: gives back `n` unused units (as
+    /// [`Self::refund_lease`]) and, for GCRA and the buckets, closes its
+    /// entry, so the units spent from it count as consumed now rather than at
+    /// its end (see [`crate::lease`]). The holder must not spend the lease
+    /// afterwards. Returns the units accepted and the new state.
+    pub fn end_lease(&self, state: Option<&State>, now_ms: f64, lease: LeaseTerm, n: u64) -> (u64, Option<State>) {
+        each!(self, state, |a, s, wrap| {
+            let (accepted, next) = a.end_lease(s, now_ms, lease, n);
+            (accepted, next.map(wrap))
+        })
+    }
+
     /// The key's standing at `now_ms` without consuming anything: a decision
     /// for zero units, whose `remaining` is what could be admitted now.
     pub fn status(&self, state: Option<&State>, now_ms: f64) -> Decision {

@@ -129,6 +129,9 @@ fn acts() -> impl Strategy<Value = Vec<Act>> {
 enum Mode {
     /// `take_lease` / `refund_lease`.
     Lease,
+    /// `take_lease` / `end_lease`: a give-back also ends the lease (the
+    /// holder spends none of it afterwards).
+    Close,
     /// The design before leases: a plain `take`, and `refund` dated when the
     /// units were taken (what the daemon did).
     Naive,
@@ -136,6 +139,8 @@ enum Mode {
 
 struct Held {
     term: LeaseTerm,
+    /// When the holder stops spending: the lease's end, or when it was ended early.
+    ends: f64,
     granted: u64,
     returned: u64,
     spend: Vec<u16>,
@@ -156,7 +161,7 @@ fn simulate(alg: &Algorithm, holders: usize, acts: &[Act], mode: Mode) -> Result
                 let until = now + f64::from(*len);
                 let before = alg.available(state.as_ref(), now);
                 let (granted, next) = match mode {
-                    Mode::Lease => alg.take_lease(state.as_ref(), now, *want, *min, until),
+                    Mode::Lease | Mode::Close => alg.take_lease(state.as_ref(), now, *want, *min, until),
                     Mode::Naive => alg.take(state.as_ref(), now, *want, *min),
                 };
                 prop_assert!(granted <= before.min(*want), "granted {granted} of {want}, {before} available");
@@ -164,7 +169,7 @@ fn simulate(alg: &Algorithm, holders: usize, acts: &[Act], mode: Mode) -> Result
                 prop_assert_eq!(granted > 0, next.is_some());
                 if granted > 0 {
                     let term = LeaseTerm { taken_at_ms: now, until_ms: until };
-                    held[holder % holders].push(Held { term, granted, returned: 0, spend: spend.clone() });
+                    held[holder % holders].push(Held { term, ends: until, granted, returned: 0, spend: spend.clone() });
                 }
                 state = next.or(state);
             }
@@ -178,16 +183,27 @@ fn simulate(alg: &Algorithm, holders: usize, acts: &[Act], mode: Mode) -> Result
                 let lease = &mut leases[pick % n];
                 let units = (*units).min(lease.granted - lease.returned);
                 let before = alg.available(state.as_ref(), now);
+                if mode == Mode::Close && lease.ends < lease.term.until_ms {
+                    continue; // ended early already: nothing more to give back
+                }
                 let (accepted, next) = match mode {
                     Mode::Lease => alg.refund_lease(state.as_ref(), now, lease.term, units),
+                    Mode::Close => {
+                        let r = alg.end_lease(state.as_ref(), now, lease.term, units);
+                        // The holder stops here whatever the store said.
+                        lease.ends = lease.ends.min(now);
+                        r
+                    }
                     Mode::Naive => match alg.refund(state.as_ref(), lease.term.taken_at_ms, units) {
                         Some(next) => (units, Some(next)),
                         None => (0, None),
                     },
                 };
-                if mode == Mode::Lease {
+                if mode != Mode::Naive {
                     prop_assert!(accepted <= units);
-                    prop_assert_eq!(accepted > 0, next.is_some());
+                    if mode == Mode::Lease {
+                        prop_assert_eq!(accepted > 0, next.is_some());
+                    }
                     if now >= lease.term.until_ms {
                         prop_assert_eq!(accepted, 0, "a refund after the lease's end was accepted");
                     }
@@ -215,7 +231,7 @@ fn simulate(alg: &Algorithm, holders: usize, acts: &[Act], mode: Mode) -> Result
         }
     }
     for lease in held.iter().flatten() {
-        let len = lease.term.until_ms - lease.term.taken_at_ms;
+        let len = lease.ends - lease.term.taken_at_ms;
         for i in 0..(lease.granted - lease.returned) as usize {
             let at = f64::from(lease.spend[i % lease.spend.len()]) / 1000.0;
             admitted.push((lease.term.taken_at_ms + len * at, 1));
@@ -251,6 +267,17 @@ proptest! {
         acts in acts(),
     ) {
         bound_property(&alg, holders, &acts, Mode::Lease)?;
+    }
+
+    /// The same with every give-back ending its lease early (`end_lease`):
+    /// spent units count as consumed when the lease ends, not at its term.
+    #[test]
+    fn ended_leases_stay_within_the_bound_over_every_interval(
+        alg in refill_alg(),
+        holders in 1usize..5,
+        acts in acts(),
+    ) {
+        bound_property(&alg, holders, &acts, Mode::Close)?;
     }
 }
 

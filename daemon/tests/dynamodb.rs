@@ -36,24 +36,33 @@ async fn items_carry_throttlekit_compatible_attributes() {
         CasSettings { prefix: prefix.clone(), ..CasSettings::default() },
     ));
     let alg = Algorithm::from_json(r#"{"algorithm":"gcra","limit":10,"period":"10s"}"#).unwrap();
+    let pk = format!("{prefix}:l:api:user-1");
+    let read = || async {
+        raw_client(&endpoint)
+            .await
+            .get_item()
+            .table_name(common::TABLE)
+            .key("pk", AttributeValue::S(pk.clone()))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("item written")
+    };
+    let version = |item: &std::collections::HashMap<String, AttributeValue>| {
+        item["version"].as_n().unwrap().parse::<u64>().unwrap()
+    };
+    let before = SystemClock.now_ms();
     cas.apply("api", "user-1", &alg, Op::Decide { cost: 3 }).await.unwrap();
+    let first = version(&read().await);
+    assert!(first >= leasehold::store::cas::fresh_version(before), "a new record's version is not reused: {first}");
     cas.apply("api", "user-1", &alg, Op::Decide { cost: 1 }).await.unwrap();
-
-    let pk = format!("{prefix}:api:user-1");
-    let item = raw_client(&endpoint)
-        .await
-        .get_item()
-        .table_name(common::TABLE)
-        .key("pk", AttributeValue::S(pk.clone()))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item
-        .expect("item written");
+    let item = read().await;
     let n = |k: &str| item[k].as_n().unwrap().parse::<u64>().unwrap();
     assert_eq!(item["pk"].as_s().unwrap(), &pk);
-    assert_eq!(n("version"), 2, "one version bump per write");
+    assert_eq!(n("version"), first + 1, "one version bump per write");
+    assert!(n("wid") > 0, "each write carries its write id");
     assert_eq!(n("expires_at"), n("expires_at_ms").div_ceil(1000), "TTL seconds derive from the ms deadline");
     let state = alg.parse_state(item["state"].as_s().unwrap()).unwrap();
     assert!(matches!(state, State::Gcra(_)));
@@ -123,7 +132,7 @@ async fn no_update_is_lost_or_doubled_across_processes() {
         assert!(stdout.contains(&format!("applied={} failed=0", n * k)), "{stdout}");
         conflicts += stdout.split("conflicts=").nth(1).unwrap().trim().parse::<u64>().unwrap();
     }
-    let record = store.get(&format!("{prefix}:hammer:hot")).await.unwrap().unwrap();
+    let record = store.get(&format!("{prefix}:l:hammer:hot")).await.unwrap().unwrap();
     let alg = Algorithm::from_json(r#"{"algorithm":"fixed_window","limit":9007199254740991,"window":"1d"}"#).unwrap();
     match alg.parse_state(&record.state).unwrap() {
         State::FixedWindow(w) => assert_eq!(w.n, (m * n * k) as u64, "exactly M x N x K applied"),

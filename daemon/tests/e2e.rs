@@ -86,7 +86,7 @@ lease_ttl = "1h"
     assert!(!socket.exists(), "the socket file is removed");
 
     let store = EmbeddedStore::open(&data).unwrap();
-    let record = store.get("leasehold:bucket:k").await.unwrap().unwrap();
+    let record = store.get("leasehold:l:bucket:k").await.unwrap().unwrap();
     let alg = Algorithm::from_json(r#"{"algorithm":"token_bucket","capacity":100,"refill_per_sec":0.001}"#).unwrap();
     let state = alg.parse_state(&record.state).unwrap();
     assert_eq!(alg.available(Some(&state), SystemClock.now_ms()), 84, "16 spent, every unheld unit back");

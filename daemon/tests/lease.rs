@@ -13,7 +13,7 @@ use leasehold::store::fault::FaultStore;
 use leasehold::store::guard::{BreakerSettings, BreakerState};
 use leasehold::store::memory::MemoryStore;
 use leasehold::store::{Cas, CasSettings, StoreUnavailable};
-use leasehold_core::{Algorithm, ManualClock};
+use leasehold_core::{Algorithm, Clock, ManualClock};
 
 const T0: f64 = 1_800_000_000_000.0;
 
@@ -83,9 +83,10 @@ async fn a_hot_key_leases_batches_that_grow_and_shrink_with_demand() {
         s.lease.max = 100;
     });
     // 2,000 checks at 500/s (2 ms apart): leases grow to the max.
-    for _ in 0..2_000 {
+    for i in 0..2_000 {
         r.clock.advance(2.0);
-        assert!(r.check("hot", 1).await.decision.allowed);
+        let v = r.check("hot", 1).await;
+        assert!(v.decision.allowed, "{i}: {v:?} {:?}", r.limiter.stats().snapshot());
     }
     let hot = r.limiter.stats().snapshot();
     assert!(r.writes() * 20 <= 2_000, "{} writes for 2,000 decisions", r.writes());
@@ -302,4 +303,119 @@ async fn a_cost_above_the_ceiling_never_reaches_the_store() {
     let v = r.check("k", 11).await;
     assert!(v.decision.is_impossible() && v.served == Served::Local);
     assert_eq!(r.limiter.counters().cas().stats().snapshot().reads, 0);
+}
+
+/// The scenario from the exact-lease issue, on one daemon: token bucket of
+/// 20 at 20/s, leases up to half of it provisioned for a second of demand.
+/// 24 requests at 16/s, a 1.2 s pause, then 60 at once: a token bucket
+/// admits at most 20 in one instant. (Before exact leases: 25.)
+#[tokio::test]
+async fn a_refill_limit_never_admits_more_than_its_bound_within_an_interval() {
+    let r = rig(r#"{"algorithm":"token_bucket","capacity":20,"refill_per_sec":20}"#, |s, _| {
+        s.lease.max = 10;
+        s.lease.horizon = Duration::from_secs(1);
+    });
+    let mut admitted = Vec::new();
+    for _ in 0..24 {
+        r.clock.advance(62.5);
+        if r.check("k", 1).await.decision.allowed {
+            admitted.push(r.clock.now_ms());
+        }
+    }
+    r.clock.advance(1_200.0);
+    r.limiter.end_due_leases();
+    let burst_at = r.clock.now_ms();
+    let mut burst = 0;
+    for _ in 0..60 {
+        if r.check("k", 1).await.decision.allowed {
+            burst += 1;
+            admitted.push(burst_at);
+        }
+    }
+    assert!(burst <= 20, "{burst} admitted in one instant; the bucket holds 20");
+    let status = r.limiter.status("api", "k").await.unwrap();
+    assert!(status.decision.remaining <= 20, "remaining {} above the limit", status.decision.remaining);
+    // Every interval, not only the burst: admissions in [a, b] <= 20 + 20/s × (b − a).
+    assert_eq!(worst_excess(&admitted, 20.0, 20.0 / 1000.0), 0.0);
+}
+
+/// The largest excess over `burst + rate × (b − a)` of any interval `[a, b]`
+/// between two admissions (times sorted ascending), in units.
+fn worst_excess(times: &[f64], burst: f64, rate_per_ms: f64) -> f64 {
+    let mut best_start = f64::NEG_INFINITY; // max over i of (rate·t_i − i)
+    let mut worst: f64 = 0.0;
+    for (j, &t) in times.iter().enumerate() {
+        best_start = best_start.max(rate_per_ms * t - j as f64);
+        let admitted_minus_refill = (j as f64 + 1.0) - rate_per_ms * t + best_start;
+        worst = worst.max(admitted_minus_refill - burst);
+    }
+    (worst - 1e-6).max(0.0).ceil()
+}
+
+#[test]
+fn worst_excess_finds_a_burst_above_the_bound() {
+    assert_eq!(worst_excess(&[0.0; 21], 20.0, 0.02), 1.0);
+    assert_eq!(worst_excess(&[0.0, 50.0, 100.0], 1.0, 0.02), 0.0);
+}
+
+#[tokio::test]
+async fn fail_open_never_admits_on_contention() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |s, c| {
+        s.fail = FailPolicy::Open;
+        c.store_timeout = Duration::from_secs(30);
+    });
+    // A store where every write loses to another writer: healthy, contended.
+    r.fault.set_conflicts(true);
+    let v = r.check("k", 1).await;
+    assert!(matches!(v.unavailable, Some(StoreUnavailable::Contention { .. })), "{v:?}");
+    assert!(!v.decision.allowed, "contention is not an outage: {v:?}");
+    assert_eq!(v.served, Served::Unavailable);
+}
+
+#[tokio::test]
+async fn a_lease_granted_after_its_caller_timed_out_is_given_back() {
+    let r = rig(r#"{"algorithm":"fixed_window","limit":100,"window":"1h"}"#, |s, c| {
+        s.lease.max = 10;
+        c.store_timeout = Duration::from_millis(30);
+    });
+    r.fault.set_delay(Duration::from_millis(100));
+    let v = r.check("k", 1).await;
+    assert!(matches!(v.unavailable, Some(StoreUnavailable::Timeout(_))), "{v:?}");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    r.limiter.refunds_settled().await;
+    r.fault.heal();
+    assert_eq!(r.store_available("k").await, 100, "the late grant went back to the counter");
+}
+
+#[tokio::test]
+async fn adhoc_limits_give_their_leases_back_too() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, _| {});
+    let adhoc = {
+        let mut s =
+            LimitSettings::new(Algorithm::from_json(r#"{"algorithm":"gcra","limit":1000,"period":"1s"}"#).unwrap());
+        s.lease.max = 100;
+        s
+    };
+    for _ in 0..200 {
+        r.clock.advance(1.0);
+        r.limiter.check_with(&adhoc, Check { limit: "cl:1000", key: "k", cost: 1 }).await;
+    }
+    assert!(r.limiter.stats().snapshot().units_held > 0);
+    r.clock.advance(10_000.0);
+    r.limiter.end_due_leases();
+    r.settle().await;
+    let s = r.limiter.stats().snapshot();
+    assert_eq!(s.units_held, 0, "{s:?}");
+    assert!(s.units_refunded + s.units_lost > 0, "drained units are accounted: {s:?}");
+}
+
+#[tokio::test]
+async fn key_spaces_never_share_a_counter() {
+    use leasehold::lease::counter::Scope;
+    let r = rig(r#"{"algorithm":"fixed_window","limit":1,"window":"1h"}"#, |s, _| s.mode = Mode::Direct);
+    let host = r.limiter.check(Check { limit: "api", key: "acme:u1", cost: 1 }).await.unwrap();
+    let tenant = r.limiter.check_in(Scope::Tenant("acme"), Check { limit: "api", key: "u1", cost: 1 }).await.unwrap();
+    assert!(host.decision.allowed && tenant.decision.allowed, "a socket key cannot spend a tenant's counter");
+    let adhoc = r.limiter.check_with(&r.settings, Check { limit: "api", key: "acme:u1", cost: 1 }).await;
+    assert!(adhoc.decision.allowed, "request-defined limits have their own space");
 }

@@ -6,7 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use leasehold::lease::counter::{Counters, Op};
+use leasehold::lease::counter::{Counters, Op, Scope};
+use leasehold::store::fault::FaultStore;
 use leasehold::store::{Cas, CasSettings, PutOutcome, Record, Store, StoreError, StoreUnavailable};
 use leasehold_core::{Algorithm, Clock, ManualClock, State};
 
@@ -15,7 +16,7 @@ fn now_ms() -> f64 {
 }
 
 fn record(state: &str, version: u64) -> Record {
-    Record { state: state.into(), version, expires_at_ms: now_ms() as u64 + 3_600_000 }
+    Record { state: state.into(), version, expires_at_ms: now_ms() as u64 + 3_600_000, write_id: 0 }
 }
 
 fn cas(store: Arc<dyn Store>, clock: Arc<ManualClock>, prefix: &str) -> Counters {
@@ -43,7 +44,8 @@ impl Store for AlwaysRaced {
     async fn put_if(&self, key: &str, record: &Record, expected: Option<u64>) -> Result<PutOutcome, StoreError> {
         let current = self.0.get(key).await?;
         let state = current.map_or_else(|| r#"{"tat":0.0}"#.to_string(), |c| c.state);
-        let rival = Record { state, version: expected.map_or(1, |v| v + 1), expires_at_ms: record.expires_at_ms };
+        let rival =
+            Record { state, version: expected.map_or(1, |v| v + 1), expires_at_ms: record.expires_at_ms, write_id: 0 };
         assert_eq!(self.0.put_if(key, &rival, expected).await?, PutOutcome::Written);
         self.0.put_if(key, record, expected).await
     }
@@ -90,12 +92,12 @@ macro_rules! conformance {
                     let r = cas.apply("l", "k", &a, Op::Decide { cost: 1 }).await.unwrap();
                     assert_eq!(r.decision.allowed, expected);
                 }
-                let before = s.get(&cas.storage_key("l", "k")).await.unwrap().unwrap();
+                let before = s.get(&cas.storage_key(Scope::Host, "l", "k")).await.unwrap().unwrap();
                 clock.set(before.expires_at_ms as f64);
                 let r = cas.apply("l", "k", &a, Op::Decide { cost: 2 }).await.unwrap();
                 assert!(r.decision.allowed, "the expired record read as absent");
-                let after = s.get(&cas.storage_key("l", "k")).await.unwrap().unwrap();
-                assert!(after.version > before.version || after.version == 1, "{before:?} -> {after:?}");
+                let after = s.get(&cas.storage_key(Scope::Host, "l", "k")).await.unwrap().unwrap();
+                assert!(after.version > before.version, "versions never repeat: {before:?} -> {after:?}");
                 assert!(after.expires_at_ms > before.expires_at_ms);
             }
 
@@ -106,7 +108,7 @@ macro_rules! conformance {
                 let cas = cas(s.clone(), clock.clone(), &common::unique_prefix("ttl"));
                 let a = alg(r#"{"algorithm":"token_bucket","capacity":10,"refill_per_sec":3}"#);
                 cas.apply("l", "k", &a, Op::Decide { cost: 4 }).await.unwrap();
-                let rec = s.get(&cas.storage_key("l", "k")).await.unwrap().unwrap();
+                let rec = s.get(&cas.storage_key(Scope::Host, "l", "k")).await.unwrap().unwrap();
                 let state = a.parse_state(&rec.state).unwrap();
                 assert_eq!(rec.expires_at_ms as f64, a.expires_at_ms(&state));
                 assert_eq!(rec.expires_at_secs(), rec.expires_at_ms.div_ceil(1000));
@@ -125,6 +127,35 @@ macro_rules! conformance {
                 assert!(!a_side.apply("api", "user", &limit, Op::Decide { cost: 1 }).await.unwrap().decision.allowed);
                 let b = b_side.apply("api", "user", &limit, Op::Decide { cost: 3 }).await.unwrap();
                 assert!(b.decision.allowed, "another prefix has its own counter");
+            }
+
+            #[tokio::test]
+            async fn a_write_whose_reply_was_lost_is_applied_once() {
+                let Some(s) = store().await else { return };
+                let fault = Arc::new(FaultStore::new(s.clone()));
+                let clock = Arc::new(ManualClock::new(now_ms()));
+                let cas = cas(fault.clone(), clock, &common::unique_prefix("lost-reply"));
+                let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
+                fault.lose_replies(1);
+                let r = cas.apply("l", "k", &a, Op::Decide { cost: 3 }).await.unwrap();
+                assert!(r.decision.allowed);
+                let record = s.get(&cas.storage_key(Scope::Host, "l", "k")).await.unwrap().unwrap();
+                match a.parse_state(&record.state).unwrap() {
+                    State::FixedWindow(w) => assert_eq!(w.n, 3, "the write landed once, not again on retry"),
+                    other => panic!("{other:?}"),
+                }
+            }
+
+            #[tokio::test]
+            async fn a_new_record_starts_above_every_version_an_older_one_reached() {
+                let Some(s) = store().await else { return };
+                let t = now_ms();
+                let cas = cas(s.clone(), Arc::new(ManualClock::new(t)), &common::unique_prefix("fresh"));
+                let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
+                cas.apply("l", "k", &a, Op::Decide { cost: 1 }).await.unwrap();
+                let record = s.get(&cas.storage_key(Scope::Host, "l", "k")).await.unwrap().unwrap();
+                assert_eq!(record.version, leasehold::store::cas::fresh_version(t));
+                assert!(record.write_id > 0);
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +295,7 @@ async fn the_embedded_store_loses_no_update_across_tasks_and_reopens_with_its_co
         }
     }
     let store: Arc<dyn Store> = Arc::new(reopened.expect("the file was released"));
-    let rec = store.get("lost:l:k").await.unwrap().unwrap();
+    let rec = store.get("lost:l:l:k").await.unwrap().unwrap();
     match a.parse_state(&rec.state).unwrap() {
         State::FixedWindow(w) => assert_eq!(w.n, 400, "8 tasks x 50 applies, none lost"),
         other => panic!("{other:?}"),

@@ -166,6 +166,29 @@ impl Gcra {
         let out = s.map_or_else(Vec::new, |s| if s.out.is_empty() { Vec::new() } else { lease::pruned(&s.out, now) });
         GcraState { tat, out }
     }
+
+    /// Gives back `n` units of `lease` (closing its entry with `close`).
+    fn settle_lease(
+        &self,
+        s: Option<&GcraState>,
+        now: f64,
+        lease: LeaseTerm,
+        n: u64,
+        close: bool,
+    ) -> (u64, Option<GcraState>) {
+        let Some(s) = s else { return (0, None) };
+        if !now.is_finite() {
+            return (0, None);
+        }
+        let from = self.tat(Some(s), now);
+        let next = Self::at(Some(s), from, now);
+        let (m, changed, out) = lease::settle(next.out, now, lease, n, close);
+        if !changed {
+            return (0, None);
+        }
+        // `from` leaves room for at most `burst − out` units, so `m` more fit.
+        (m, Some(GcraState { tat: (from - m as f64 * self.interval).max(now), out }))
+    }
 }
 
 impl Rule for Gcra {
@@ -261,17 +284,10 @@ impl Rule for Gcra {
     }
 
     fn refund_lease(&self, s: Option<&GcraState>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Option<GcraState>) {
-        let Some(s) = s else { return (0, None) };
-        if !now.is_finite() {
-            return (0, None);
-        }
-        let from = self.tat(Some(s), now);
-        let next = Self::at(Some(s), from, now);
-        let (m, out) = lease::give_back(next.out, now, lease, n);
-        if m == 0 {
-            return (0, None);
-        }
-        // `from` leaves room for at most `burst − out` units, so `m` more fit.
-        (m, Some(GcraState { tat: (from - m as f64 * self.interval).max(now), out }))
+        self.settle_lease(s, now, lease, n, false)
+    }
+
+    fn end_lease(&self, s: Option<&GcraState>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Option<GcraState>) {
+        self.settle_lease(s, now, lease, n, true)
     }
 }

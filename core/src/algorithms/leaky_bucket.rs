@@ -108,4 +108,9 @@ impl Rule for LeakyBucket {
         let (m, next) = self.meter.refund_lease(self.as_tokens(s).as_ref(), now, lease, n);
         (m, next.map(|t| self.as_level(t)))
     }
+
+    fn end_lease(&self, s: Option<&LeakyState>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Option<LeakyState>) {
+        let (m, next) = self.meter.end_lease(self.as_tokens(s).as_ref(), now, lease, n);
+        (m, next.map(|t| self.as_level(t)))
+    }
 }

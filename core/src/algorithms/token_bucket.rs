@@ -92,6 +92,29 @@ impl TokenBucket {
         let out = s.map_or_else(Vec::new, |s| if s.out.is_empty() { Vec::new() } else { lease::pruned(&s.out, ts) });
         TokenState { tokens, ts, out }
     }
+
+    /// Gives back `n` units of `lease` (closing its entry with `close`).
+    fn settle_lease(
+        &self,
+        s: Option<&TokenState>,
+        now: f64,
+        lease: LeaseTerm,
+        n: u64,
+        close: bool,
+    ) -> (u64, Option<TokenState>) {
+        let Some(s) = s else { return (0, None) };
+        if !now.is_finite() {
+            return (0, None);
+        }
+        let (tokens, ts) = self.level(Some(s), now);
+        let next = Self::at(Some(s), tokens, ts);
+        let (m, changed, out) = lease::settle(next.out, ts, lease, n, close);
+        if !changed {
+            return (0, None);
+        }
+        let cap = self.capacity as f64 - lease::units_out(&out, ts) as f64;
+        (m, Some(TokenState { tokens: (tokens + m as f64).min(cap), ts, out }))
+    }
 }
 
 impl Rule for TokenBucket {
@@ -181,17 +204,10 @@ impl Rule for TokenBucket {
     }
 
     fn refund_lease(&self, s: Option<&TokenState>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Option<TokenState>) {
-        let Some(s) = s else { return (0, None) };
-        if !now.is_finite() {
-            return (0, None);
-        }
-        let (tokens, ts) = self.level(Some(s), now);
-        let next = Self::at(Some(s), tokens, ts);
-        let (m, out) = lease::give_back(next.out, ts, lease, n);
-        if m == 0 {
-            return (0, None);
-        }
-        let cap = self.capacity as f64 - lease::units_out(&out, ts) as f64;
-        (m, Some(TokenState { tokens: (tokens + m as f64).min(cap), ts, out }))
+        self.settle_lease(s, now, lease, n, false)
+    }
+
+    fn end_lease(&self, s: Option<&TokenState>, now: f64, lease: LeaseTerm, n: u64) -> (u64, Option<TokenState>) {
+        self.settle_lease(s, now, lease, n, true)
     }
 }

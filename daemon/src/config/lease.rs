@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leasehold_core::{Algorithm, DurationMs, LimitSpec};
+use leasehold_core::{Algorithm, AlgorithmKind, DurationMs, LimitSpec};
 use serde::Deserialize;
 
 use super::{invalid, ConfigError};
@@ -81,9 +81,22 @@ fn duration(field: &str, v: &toml::Value) -> Result<Duration, ConfigError> {
     }
 }
 
-fn positive(field: &str, d: Duration) -> Result<Duration, ConfigError> {
+/// The longest lease life or demand horizon: a day. Longer leases only
+/// strand units (under-issue) and hold records' lease entries longer.
+const MAX_LEASE_SPAN: Duration = Duration::from_secs(24 * 3600);
+/// The longest idle time before a slot is evicted: 30 days (the cache
+/// cannot represent much longer spans, and no slot needs them).
+const MAX_IDLE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest per-call store timeout: a minute; a caller waits this long.
+const MAX_STORE_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest breaker rest: an hour.
+const MAX_BREAKER_REST: Duration = Duration::from_secs(3600);
+
+fn bounded(field: &str, d: Duration, max: Duration) -> Result<Duration, ConfigError> {
     if d.is_zero() {
         Err(invalid(field, "must be longer than zero"))
+    } else if d > max {
+        Err(invalid(field, format!("must be at most {} s", max.as_secs())))
     } else {
         Ok(d)
     }
@@ -109,16 +122,16 @@ impl LeaseConfig {
             let v = t.remove(&key).expect("present");
             let field = format!("lease.{key}");
             match key.as_str() {
-            "ttl" => d.ttl = positive(&field, duration(&field, &v)?)?,
-            "horizon" => d.horizon = positive(&field, duration(&field, &v)?)?,
+            "ttl" => d.ttl = bounded(&field, duration(&field, &v)?, MAX_LEASE_SPAN)?,
+            "horizon" => d.horizon = bounded(&field, duration(&field, &v)?, MAX_LEASE_SPAN)?,
             "max" => d.max = LeaseMax::parse(&field, &v)?,
             "mode" => d.mode = enum_value(&field, &v, "\"leased\", \"direct\"")?,
             "fail" => d.fail = enum_value(&field, &v, "\"closed\", \"open\"")?,
             "max_keys" => d.cache.max_keys = count(&field, &v)?,
-            "idle" => d.cache.idle = positive(&field, duration(&field, &v)?)?,
-            "store_timeout" => d.cache.store_timeout = positive(&field, duration(&field, &v)?)?,
+            "idle" => d.cache.idle = bounded(&field, duration(&field, &v)?, MAX_IDLE)?,
+            "store_timeout" => d.cache.store_timeout = bounded(&field, duration(&field, &v)?, MAX_STORE_TIMEOUT)?,
             "breaker_failures" => d.cache.breaker.failures = count(&field, &v)?.min(u64::from(u32::MAX)) as u32,
-            "breaker_open_for" => d.cache.breaker.open_for = positive(&field, duration(&field, &v)?)?,
+            "breaker_open_for" => d.cache.breaker.open_for = bounded(&field, duration(&field, &v)?, MAX_BREAKER_REST)?,
             _ => return Err(invalid(field, "unknown key; expected one of ttl, horizon, max, mode, fail, max_keys, idle, store_timeout, breaker_failures, breaker_open_for")),
         }
         }
@@ -129,11 +142,8 @@ impl LeaseConfig {
     pub(super) fn limit(&self, name: &str, mut t: toml::Table) -> Result<LimitSettings, ConfigError> {
         let d = self;
         let at = |k: &str| format!("limits.{name}.{k}");
-        let mode = t
-            .remove("mode")
-            .map(|v| enum_value(&at("mode"), &v, "\"leased\", \"direct\""))
-            .transpose()?
-            .unwrap_or(d.mode);
+        let explicit_mode =
+            t.remove("mode").map(|v| enum_value(&at("mode"), &v, "\"leased\", \"direct\"")).transpose()?;
         let fail = t
             .remove("fail")
             .map(|v| enum_value(&at("fail"), &v, "\"closed\", \"open\""))
@@ -141,12 +151,12 @@ impl LeaseConfig {
             .unwrap_or(d.fail);
         let ttl = t
             .remove("lease_ttl")
-            .map(|v| duration(&at("lease_ttl"), &v).and_then(|x| positive(&at("lease_ttl"), x)))
+            .map(|v| duration(&at("lease_ttl"), &v).and_then(|x| bounded(&at("lease_ttl"), x, MAX_LEASE_SPAN)))
             .transpose()?
             .unwrap_or(d.ttl);
         let horizon = t
             .remove("lease_horizon")
-            .map(|v| duration(&at("lease_horizon"), &v).and_then(|x| positive(&at("lease_horizon"), x)))
+            .map(|v| duration(&at("lease_horizon"), &v).and_then(|x| bounded(&at("lease_horizon"), x, MAX_LEASE_SPAN)))
             .transpose()?
             .unwrap_or(d.horizon);
         let explicit_max = t.remove("lease_max").map(|v| LeaseMax::parse(&at("lease_max"), &v)).transpose()?;
@@ -154,6 +164,15 @@ impl LeaseConfig {
         let serde_json::Value::Object(map) = json else { unreachable!("a TOML table is an object") };
         let spec = LimitSpec::try_from(map).map_err(|e| invalid(at(e.field), e.reason))?;
         let algorithm = Algorithm::try_from(spec).map_err(|e| invalid(at(e.field), e.reason))?;
+        // The sliding log counts a unit at the instant it is taken; a leased
+        // unit is spent later, so leasing it cannot be exact. It is direct-only.
+        let mode = match (algorithm.kind(), explicit_mode) {
+        (AlgorithmKind::SlidingLog, Some(Mode::Leased)) => {
+            return Err(invalid(at("mode"), "sliding_log is direct-only: it counts each unit at the instant it is admitted, which a lease (units spent later) cannot honour; use mode = \"direct\", or sliding_window/gcra for leased limits"))
+        }
+        (AlgorithmKind::SlidingLog, None) => Mode::Direct,
+        (_, m) => m.unwrap_or(d.mode),
+    };
         let ceiling = algorithm.ceiling();
         let max = explicit_max.unwrap_or(d.max).units(ceiling);
         if max > ceiling {

@@ -2,89 +2,73 @@
 //! key's counter, as one client of the store layer's compare-and-set loop.
 //!
 //! A counter record holds one algorithm's state as JSON. The pure part —
-//! what an op does to a state — is [`apply_op`]; this module only names the
-//! record and runs the op inside a CAS round.
+//! what an op does to a state — is `leasehold_core::ops`; this module only
+//! names the record (its [`Scope`]) and runs the op inside a CAS round.
 
-use leasehold_core::{Algorithm, Decision, State};
+use leasehold_core::{Algorithm, State};
+
+pub use leasehold_core::ops::{apply as apply_op, Applied, Op};
 
 use crate::store::cas::{Content, Draft, Update};
 use crate::store::{Cas, StoreUnavailable};
 
-/// One request against a key's counter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Op {
-    /// All-or-nothing admission of `cost` units.
-    Decide {
-        /// Units to admit.
-        cost: u64,
-    },
-    /// Grant up to `want` units, or none if fewer than `min` are available;
-    /// first giving back the unused units of a previous grant, in the same write.
-    Take {
-        /// Units wanted.
-        want: u64,
-        /// The fewest units worth granting.
-        min: u64,
-        /// Unused units of an earlier grant, and when that grant was taken.
-        give_back: Option<(u64, f64)>,
-    },
-    /// Give back `n` unused units that were taken at `taken_at_ms`.
-    Refund {
-        /// Units given back.
-        n: u64,
-        /// When they were taken (window algorithms accept them back only into that window).
-        taken_at_ms: f64,
-    },
-    /// Read the key's standing; consumes nothing and never writes.
-    Status,
+/// Which key space a counter lives in. Spaces never share a record: the
+/// storage key is `prefix:<space>:<limit>:<key>`, with `l` for limits asked
+/// without a tenant (the socket), `t.<tenant>` for a tenant's (HTTP with API
+/// keys; tenants contain no `:`), and `cl` for limits defined by the request
+/// (`CL.THROTTLE`), so no key a client sends can reach another space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope<'a> {
+    /// A configured limit, asked without a tenant.
+    Host,
+    /// A configured limit, asked by a tenant.
+    Tenant(&'a str),
+    /// A limit defined by the request itself (redis-cell's `CL.THROTTLE`).
+    Adhoc,
 }
 
-/// The result of one [`Op`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Applied {
-    /// Units granted: `cost` for an allowed `Decide`, the grant of a `Take`; else 0.
-    pub granted: u64,
-    /// Units given back and accepted (by a `Refund`, or a `Take`'s
-    /// `give_back`): none when the state was at its ceiling already or the
-    /// units' window is over.
-    pub returned: u64,
-    /// The decision as the key stands after the op. For a `Take` that granted
-    /// nothing, `retry_after_ms` is when `min` units will be available.
-    pub decision: Decision,
-    /// The time (epoch ms) the op was applied at.
-    pub at_ms: f64,
+impl Scope<'_> {
+    fn write_space(self, out: &mut String) {
+        match self {
+            Self::Host => out.push('l'),
+            Self::Tenant(t) => {
+                out.push_str("t.");
+                out.push_str(t);
+            }
+            Self::Adhoc => out.push_str("cl"),
+        }
+    }
+
+    /// An owned copy, for a lease slot.
+    pub fn to_owned_scope(self) -> OwnedScope {
+        match self {
+            Self::Host => OwnedScope::Host,
+            Self::Tenant(t) => OwnedScope::Tenant(t.into()),
+            Self::Adhoc => OwnedScope::Adhoc,
+        }
+    }
 }
 
-/// What `op` does to `state` at `now`: its result, and the new state (`None`
-/// when nothing changed, so nothing needs writing). Pure.
-pub fn apply_op(alg: &Algorithm, state: Option<&State>, now: f64, op: Op) -> (Applied, Option<State>) {
-    let mut returned = 0;
-    let (granted, decision, next) = match op {
-        Op::Decide { cost } => {
-            let (d, next) = alg.decide(state, now, cost);
-            (if d.allowed { cost } else { 0 }, d, next)
+/// [`Scope`], owned.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum OwnedScope {
+    /// See [`Scope::Host`].
+    Host,
+    /// See [`Scope::Tenant`].
+    Tenant(Box<str>),
+    /// See [`Scope::Adhoc`].
+    Adhoc,
+}
+
+impl OwnedScope {
+    /// Borrowed.
+    pub fn as_scope(&self) -> Scope<'_> {
+        match self {
+            Self::Host => Scope::Host,
+            Self::Tenant(t) => Scope::Tenant(t),
+            Self::Adhoc => Scope::Adhoc,
         }
-        Op::Take { want, min, give_back } => {
-            let back = give_back.and_then(|(n, at)| alg.refund(state, at, n).map(|s| (n, s)));
-            returned = back.as_ref().map_or(0, |b| b.0);
-            let back = back.map(|b| b.1);
-            let base = back.as_ref().or(state);
-            let (granted, taken) = alg.take(base, now, want, min);
-            let d = match &taken {
-                Some(t) => Decision { allowed: true, ..alg.status(Some(t), now) },
-                None => alg.decide(base, now, min.max(1)).0,
-            };
-            let next = taken.or(back);
-            (granted, d, next)
-        }
-        Op::Refund { n, taken_at_ms } => {
-            let next = alg.refund(state, taken_at_ms, n);
-            returned = if next.is_some() { n } else { 0 };
-            (0, alg.status(next.as_ref().or(state), now), next)
-        }
-        Op::Status => (0, alg.status(state, now), None),
-    };
-    (Applied { granted, returned, decision, at_ms: now }, next)
+    }
 }
 
 /// A counter record's content: an algorithm's state.
@@ -116,7 +100,10 @@ impl Update for CounterOp {
     fn apply(&self, draft: &mut Draft) -> Applied {
         let (alg, now) = (self.alg, draft.now_ms());
         let state = draft.value(|r| alg.parse_state(&r.state).ok().map(|state| Counter { alg, state }));
-        let (applied, next) = apply_op(&alg, state.map(|c| &c.state), now, self.op);
+        // Every op on one record uses the same algorithm (a key space per
+        // limit); a record written under another algorithm reads as absent.
+        let state = state.filter(|c| c.alg == alg).map(|c| &c.state);
+        let (applied, next) = apply_op(&alg, state, now, self.op);
         if let Some(state) = next {
             draft.set(Counter { alg, state });
         }
@@ -141,19 +128,44 @@ impl Counters {
         &self.cas
     }
 
-    /// The storage key of `key` under `limit`: `prefix:limit:key`.
-    pub fn storage_key(&self, limit: &str, key: &str) -> String {
-        format!("{}:{limit}:{key}", self.cas.prefix())
+    /// The storage key of `key` under `limit` in `scope`: `prefix:<space>:limit:key`.
+    pub fn storage_key(&self, scope: Scope<'_>, limit: &str, key: &str) -> String {
+        let prefix = self.cas.prefix();
+        let mut out = String::with_capacity(prefix.len() + limit.len() + key.len() + 8);
+        out.push_str(prefix);
+        out.push(':');
+        scope.write_space(&mut out);
+        out.push(':');
+        out.push_str(limit);
+        out.push(':');
+        out.push_str(key);
+        out
     }
 
-    /// Applies `op` to the counter of `key` under `limit` (using `alg`).
+    /// Applies `op` to the counter of `key` under `limit`, asked without a
+    /// tenant ([`Scope::Host`]), using `alg`. See [`Self::apply_in`].
+    ///
+    /// # Errors
+    /// As [`Self::apply_in`].
+    pub async fn apply(&self, limit: &str, key: &str, alg: &Algorithm, op: Op) -> Result<Applied, StoreUnavailable> {
+        self.apply_in(Scope::Host, limit, key, alg, op).await
+    }
+
+    /// Applies `op` to the counter of `key` under `limit` in `scope` (using `alg`).
     ///
     /// # Errors
     /// [`StoreUnavailable`] when the store failed or every retry conflicted;
     /// the op then had no effect, unless the store failed after accepting the
     /// write, in which case units may have been consumed but are never granted
     /// (under-issue, never over-issue).
-    pub async fn apply(&self, limit: &str, key: &str, alg: &Algorithm, op: Op) -> Result<Applied, StoreUnavailable> {
-        self.cas.update(self.storage_key(limit, key), CounterOp { alg: *alg, op }).await
+    pub async fn apply_in(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        alg: &Algorithm,
+        op: Op,
+    ) -> Result<Applied, StoreUnavailable> {
+        self.cas.update(self.storage_key(scope, limit, key), CounterOp { alg: *alg, op }).await
     }
 }

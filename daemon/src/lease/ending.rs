@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use leasehold_core::Algorithm;
+use leasehold_core::LeaseTerm;
 use tokio_util::task::TaskTracker;
 
 use super::counter::{Counters, Op};
@@ -55,9 +55,9 @@ pub(super) struct Refunder {
 }
 
 impl Refunder {
-    /// Gives `n` units taken at `at` back to `slot`'s counter, in the background.
+    /// Gives `n` units of `term` back to `slot`'s counter, in the background.
     /// Outside a runtime (a cache dropped late) the units are counted lost.
-    pub(super) fn spawn(&self, alg: Algorithm, slot: &Slot, n: u64, at: f64) {
+    pub(super) fn spawn(&self, slot: &Slot, n: u64, term: LeaseTerm) {
         if n == 0 {
             return;
         }
@@ -65,16 +65,34 @@ impl Refunder {
             add(&self.stats.units_lost, n);
             return;
         };
-        let (counters, stats) = (self.counters.clone(), self.stats.clone());
-        let (limit, key) = (slot.limit.to_string(), slot.key.to_string());
+        let this = self.clone();
+        let (scope, limit, key, alg) = (slot.scope.clone(), slot.limit.clone(), slot.key.clone(), slot.alg);
         rt.spawn(self.tasks.track_future(async move {
-            let accepted = match counters.apply(&limit, &key, &alg, Op::Refund { n, taken_at_ms: at }).await {
+            let op = Op::Refund { n, lease: term };
+            let accepted = match this.counters.apply_in(scope.as_scope(), &limit, &key, &alg, op).await {
                 Ok(a) => a.returned,
                 Err(_) => 0,
             };
-            add(&stats.units_refunded, accepted);
-            add(&stats.units_lost, n - accepted);
-            accepted
+            add(&this.stats.units_refunded, accepted);
+            add(&this.stats.units_lost, n - accepted);
+        }));
+    }
+
+    /// Ends an evicted slot's lease: drains it under its `refill` lock (on a
+    /// task, when a renewal holds the lock) and gives the units back.
+    pub(super) fn evicted(&self, slot: Arc<Slot>) {
+        slot.evicted.store(true, std::sync::atomic::Ordering::Release);
+        if let Ok(_guard) = slot.refill.try_lock() {
+            let (n, term) = slot.drain(&self.stats);
+            self.spawn(&slot, n, term);
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let this = self.clone();
+        rt.spawn(self.tasks.track_future(async move {
+            let _guard = slot.refill.lock().await;
+            let (n, term) = slot.drain(&this.stats);
+            this.spawn(&slot, n, term);
         }));
     }
 }
@@ -113,10 +131,8 @@ impl LeaseCache {
             if slot.generation.load(std::sync::atomic::Ordering::Acquire) != p.generation {
                 continue;
             }
-            let (n, at) = slot.drain(&self.inner.stats);
-            if let Some(settings) = self.inner.limits.get(&*slot.limit) {
-                self.inner.refunder.spawn(settings.algorithm, &slot, n, at);
-            }
+            let (n, term) = slot.drain(&self.inner.stats);
+            self.inner.refunder.spawn(&slot, n, term);
         }
     }
 
@@ -135,18 +151,17 @@ impl LeaseCache {
         let mut refunds = Vec::new();
         for (_, slot) in self.inner.slots.iter() {
             let _guard = slot.refill.lock().await;
-            let (n, at) = slot.drain(&self.inner.stats);
+            let (n, term) = slot.drain(&self.inner.stats);
             if n == 0 {
                 continue;
             }
-            if let Some(settings) = self.inner.limits.get(&*slot.limit) {
-                let (limit, key, alg) = (slot.limit.to_string(), slot.key.to_string(), settings.algorithm);
-                let counters = self.inner.counters.clone();
-                refunds.push(tokio::spawn(async move {
-                    let r = counters.apply(&limit, &key, &alg, Op::Refund { n, taken_at_ms: at }).await;
-                    (n, r.map_or(0, |a| a.returned))
-                }));
-            }
+            let (scope, limit, key, alg) = (slot.scope.clone(), slot.limit.clone(), slot.key.clone(), slot.alg);
+            let counters = self.inner.counters.clone();
+            refunds.push(tokio::spawn(async move {
+                let op = Op::Refund { n, lease: term };
+                let r = counters.apply_in(scope.as_scope(), &limit, &key, &alg, op).await;
+                (n, r.map_or(0, |a| a.returned))
+            }));
         }
         let mut back = 0;
         for r in refunds {

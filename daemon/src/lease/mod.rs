@@ -52,8 +52,8 @@ use leasehold_core::{Decision, RETRY_NEVER};
 use tokio_util::task::TaskTracker;
 
 use crate::store::guard::BreakerState;
-use crate::store::{Cas, Guard, StoreUnavailable};
-use counter::{Applied, Counters, Op};
+use crate::store::{Cas, Guard, StoreError, StoreUnavailable};
+use counter::{Applied, Counters, Op, Scope};
 use ending::{Ending, Pending, Refunder};
 use settings::{CacheSettings, FailPolicy, LimitSettings, Mode};
 use slot::{Installed, Slot};
@@ -78,6 +78,10 @@ struct Inner {
     stats: Arc<LeaseStats>,
     ending: Ending,
     refunder: Refunder,
+    /// How much longer than the local lease the store keeps its units out:
+    /// time for the sweeper to notice the end and for the refund to land
+    /// before the store counts the units as consumed.
+    grace_ms: f64,
 }
 
 /// The lease cache: answers [`Check`]s for named limits. Cheap to clone.
@@ -105,14 +109,7 @@ impl LeaseCache {
         let refunder = Refunder { counters: counters.clone(), stats: stats.clone(), tasks: TaskTracker::new() };
         let listener = {
             let refunder = refunder.clone();
-            let algorithms: HashMap<String, _> = limits.iter().map(|(k, v)| (k.clone(), v.algorithm)).collect();
-            move |_key: Arc<u128>, slot: Arc<Slot>, _cause: moka::notification::RemovalCause| {
-                slot.evicted.store(true, Ordering::Release);
-                let (n, at) = slot.drain(&refunder.stats);
-                if let Some(alg) = algorithms.get(&*slot.limit) {
-                    refunder.spawn(*alg, &slot, n, at);
-                }
-            }
+            move |_key: Arc<u128>, slot: Arc<Slot>, _cause: moka::notification::RemovalCause| refunder.evicted(slot)
         };
         let slots = moka::sync::Cache::builder()
             .max_capacity(settings.max_keys)
@@ -128,6 +125,7 @@ impl LeaseCache {
             stats,
             ending: Ending::default(),
             refunder,
+            grace_ms: (settings.store_timeout + 2 * ending::SWEEP_EVERY).as_millis() as f64,
         });
         ending::spawn_sweeper(Arc::downgrade(&inner));
         Self { inner }
@@ -171,9 +169,10 @@ impl LeaseCache {
         &self.inner.limits
     }
 
-    fn slot_id(&self, limit: &str, key: &str) -> u128 {
+    fn slot_id(&self, scope: Scope<'_>, limit: &str, key: &str) -> u128 {
         let h = |s: &RandomState| {
             let mut h = s.build_hasher();
+            scope.hash(&mut h);
             limit.hash(&mut h);
             key.hash(&mut h);
             h.finish()
@@ -185,21 +184,35 @@ impl LeaseCache {
         self.inner.counters.cas().clock().now_ms()
     }
 
-    /// Decides a check.
+    /// Decides a check asked without a tenant ([`Scope::Host`]).
     ///
     /// # Errors
     /// [`CheckError::UnknownLimit`] when the limit is not configured. A store
     /// outage is not an error: it is answered by the limit's fail policy.
     pub async fn check(&self, check: Check<'_>) -> Result<Verdict, CheckError> {
+        self.check_in(Scope::Host, check).await
+    }
+
+    /// Decides a check in `scope` (a tenant's keys never share a counter with
+    /// another's, nor with the socket's).
+    ///
+    /// # Errors
+    /// As [`Self::check`].
+    pub async fn check_in(&self, scope: Scope<'_>, check: Check<'_>) -> Result<Verdict, CheckError> {
         let settings =
             self.inner.limits.get(check.limit).ok_or_else(|| CheckError::UnknownLimit(check.limit.into()))?;
-        Ok(self.check_with(settings, check).await)
+        Ok(self.decide(scope, settings, check).await)
     }
 
     /// Decides a check against `settings` instead of a configured limit (for
-    /// limits defined by the request, like redis-cell's `CL.THROTTLE`).
-    /// `check.limit` must name `settings` uniquely: it is part of the storage key.
+    /// limits defined by the request, like redis-cell's `CL.THROTTLE`), in
+    /// their own key space ([`Scope::Adhoc`]). `check.limit` must name
+    /// `settings` uniquely: it is part of the storage key.
     pub async fn check_with(&self, settings: &LimitSettings, check: Check<'_>) -> Verdict {
+        self.decide(Scope::Adhoc, settings, check).await
+    }
+
+    async fn decide(&self, scope: Scope<'_>, settings: &LimitSettings, check: Check<'_>) -> Verdict {
         let alg = settings.algorithm;
         let now = self.now();
         if check.cost > alg.ceiling() {
@@ -208,21 +221,21 @@ impl LeaseCache {
             return Verdict { decision, served: Served::Local, unavailable: None, at_ms: now };
         }
         if check.cost == 0 {
-            return self.status_with(settings, check.limit, check.key).await;
+            return self.standing(scope, settings, check.limit, check.key).await;
         }
         if settings.mode == Mode::Direct {
-            return self.direct(settings, check, now).await;
+            return self.direct(scope, settings, check, now).await;
         }
-        let id = self.slot_id(check.limit, check.key);
-        let slot = self.inner.slots.get_with(id, || Arc::new(Slot::new(check.limit, check.key)));
-        if &*slot.limit != check.limit || &*slot.key != check.key {
+        let id = self.slot_id(scope, check.limit, check.key);
+        let slot = self.inner.slots.get_with(id, || Arc::new(Slot::new(scope, check.limit, check.key, alg)));
+        if !slot.is_for(scope, check.limit, check.key) || slot.alg != alg {
             // A 128-bit hash collision: serve this key exactly rather than share a lease.
-            return self.direct(settings, check, now).await;
+            return self.direct(scope, settings, check, now).await;
         }
         if let Some(v) = self.try_local(settings, &slot, check.cost, now) {
             return v;
         }
-        self.renew(settings, &slot, check).await
+        self.renew(scope, settings, &slot, check).await
     }
 
     /// The fast path: a local denial, or `cost` from leased units.
@@ -266,26 +279,29 @@ impl LeaseCache {
     }
 
     /// The slow path: give back what is left, take a new lease, serve from it.
-    async fn renew(&self, settings: &LimitSettings, slot: &Arc<Slot>, check: Check<'_>) -> Verdict {
+    async fn renew(&self, scope: Scope<'_>, settings: &LimitSettings, slot: &Arc<Slot>, check: Check<'_>) -> Verdict {
         let _one_at_a_time = slot.refill.lock().await;
         let now = self.now();
         if let Some(v) = self.try_local(settings, slot, check.cost, now) {
             return v;
         }
-        let (left, taken_at) = slot.drain(&self.inner.stats);
+        let (left, term) = slot.drain(&self.inner.stats);
         let previous = slot.granted.swap(0, Ordering::Relaxed);
         let want = {
             let mut demand = slot.demand.lock().expect("demand lock");
             if previous > 0 {
-                demand.sample(previous.saturating_sub(left), now - taken_at);
+                demand.sample(previous.saturating_sub(left), now - term.taken_at_ms);
             }
             let provision = (demand.rate * settings.lease.horizon.as_millis() as f64).ceil();
             (provision.min(settings.lease.max as f64) as u64).max(check.cost)
         };
-        let give_back = (left > 0).then_some((left, taken_at));
-        let op = Op::Take { want, min: check.cost, give_back };
+        // End the previous lease in the same write, even when all of it was
+        // spent: its spent units then count as consumed now, not at its term.
+        let give_back = (previous > 0).then_some((left, term));
+        let lease_ms = settings.lease.ttl.as_millis() as f64 + self.inner.grace_ms;
+        let op = Op::Take { want, min: check.cost, lease_ms, give_back };
         let stats = &self.inner.stats;
-        match self.call(check.limit, check.key, settings, op).await {
+        match self.call(scope, check.limit, check.key, settings, op).await {
             Ok(applied) => {
                 add(&stats.units_refunded, applied.returned);
                 add(&stats.units_lost, left - applied.returned);
@@ -321,13 +337,14 @@ impl LeaseCache {
             None => (f64::NEG_INFINITY, ttl_end),
         };
         let left = a.granted - check.cost;
+        let term = a.lease.unwrap_or(leasehold_core::LeaseTerm { taken_at_ms: a.at_ms, until_ms: until });
         slot.reset_at.store(a.at_ms + a.decision.reset_after_ms as f64);
         slot.install(Installed {
             units: left,
             granted: a.granted,
             from,
             until,
-            taken_at: a.at_ms,
+            term,
             store_remaining: a.decision.remaining,
         });
         if left > 0 {
@@ -340,17 +357,17 @@ impl LeaseCache {
         }
         if slot.evicted.load(Ordering::Acquire) {
             // Evicted while the lease was being taken: nobody will find these units.
-            let (n, at) = slot.drain(stats);
-            self.inner.refunder.spawn(alg, slot, n, at);
+            let (n, term) = slot.drain(stats);
+            self.inner.refunder.spawn(slot, n, term);
         }
         let decision = Decision { allowed: true, remaining: a.decision.remaining + left, ..a.decision };
         Verdict { decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
     }
 
     /// Direct mode: one compare-and-set per decision.
-    async fn direct(&self, settings: &LimitSettings, check: Check<'_>, now: f64) -> Verdict {
+    async fn direct(&self, scope: Scope<'_>, settings: &LimitSettings, check: Check<'_>, now: f64) -> Verdict {
         let stats = &self.inner.stats;
-        match self.call(check.limit, check.key, settings, Op::Decide { cost: check.cost }).await {
+        match self.call(scope, check.limit, check.key, settings, Op::Decide { cost: check.cost }).await {
             Ok(a) => {
                 add(if a.decision.allowed { &stats.allowed_store } else { &stats.denied_store }, 1);
                 Verdict { decision: a.decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
@@ -359,13 +376,16 @@ impl LeaseCache {
         }
     }
 
-    /// The fail policy's answer when the store is unavailable.
+    /// The answer when the store could not back a decision. `fail = "open"`
+    /// admits only while the store is down ([`StoreUnavailable::is_outage`]):
+    /// contention with other daemons, a single slow call or a record the
+    /// store refuses never admit a unit the counter did not grant.
     fn fail(&self, settings: &LimitSettings, check: Check<'_>, now: f64, e: StoreUnavailable) -> Verdict {
         tracing::debug!(limit = check.limit, error = %e, "store unavailable");
         let limit = settings.algorithm.ceiling();
         let (allowed, served) = match settings.fail {
-            FailPolicy::Closed => (false, Served::Unavailable),
-            FailPolicy::Open => (true, Served::Degraded),
+            FailPolicy::Open if e.is_outage() => (true, Served::Degraded),
+            _ => (false, Served::Unavailable),
         };
         add(if allowed { &self.inner.stats.degraded } else { &self.inner.stats.unavailable }, 1);
         let retry_after_ms = if allowed { 0 } else { UNAVAILABLE_RETRY_MS };
@@ -373,9 +393,35 @@ impl LeaseCache {
         Verdict { decision, served, unavailable: Some(e), at_ms: now }
     }
 
-    /// One counter op behind the guard (breaker and timeout).
-    async fn call(&self, limit: &str, key: &str, s: &LimitSettings, op: Op) -> Result<Applied, StoreUnavailable> {
-        self.inner.guard.call(self.inner.counters.apply(limit, key, &s.algorithm, op)).await
+    /// One counter op behind the guard (breaker and timeout). The op runs on
+    /// a task of its own: a lease granted after the caller gave up waiting
+    /// (a timeout) is given back when it lands, never stranded.
+    async fn call(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        s: &LimitSettings,
+        op: Op,
+    ) -> Result<Applied, StoreUnavailable> {
+        let (counters, alg, refunder) = (self.inner.counters.clone(), s.algorithm, self.inner.refunder.clone());
+        let slot = Slot::new(scope, limit, key, alg);
+        // Lazy: the task starts only if the guard lets the call through.
+        let call = async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            tokio::spawn(async move {
+                let r = counters.apply_in(slot.scope.as_scope(), &slot.limit, &slot.key, &alg, op).await;
+                if let Err(Ok(late)) = tx.send(r) {
+                    if let (Some(term), true) = (late.lease, late.granted > 0) {
+                        add(&refunder.stats.units_leased, late.granted);
+                        add(&refunder.stats.units_drained, late.granted);
+                        refunder.spawn(&slot, late.granted, term);
+                    }
+                }
+            });
+            rx.await.unwrap_or_else(|_| Err(StoreError::transient("lease", "the store task ended").into()))
+        };
+        self.inner.guard.call(call).await
     }
 
     /// The key's standing without consuming: the store's view plus the units
@@ -384,17 +430,24 @@ impl LeaseCache {
     /// # Errors
     /// [`CheckError::UnknownLimit`].
     pub async fn status(&self, limit: &str, key: &str) -> Result<Verdict, CheckError> {
-        let settings = self.inner.limits.get(limit).ok_or_else(|| CheckError::UnknownLimit(limit.into()))?;
-        Ok(self.status_with(settings, limit, key).await)
+        self.status_in(Scope::Host, limit, key).await
     }
 
-    /// [`Self::status`] against `settings` (see [`Self::check_with`]).
-    pub async fn status_with(&self, settings: &LimitSettings, limit: &str, key: &str) -> Verdict {
+    /// [`Self::status`] in `scope`.
+    ///
+    /// # Errors
+    /// [`CheckError::UnknownLimit`].
+    pub async fn status_in(&self, scope: Scope<'_>, limit: &str, key: &str) -> Result<Verdict, CheckError> {
+        let settings = self.inner.limits.get(limit).ok_or_else(|| CheckError::UnknownLimit(limit.into()))?;
+        Ok(self.standing(scope, settings, limit, key).await)
+    }
+
+    async fn standing(&self, scope: Scope<'_>, settings: &LimitSettings, limit: &str, key: &str) -> Verdict {
         let now = self.now();
         let check = Check { limit, key, cost: 0 };
-        match self.call(limit, key, settings, Op::Status).await {
+        match self.call(scope, limit, key, settings, Op::Status).await {
             Ok(a) => {
-                let held = self.inner.slots.get(&self.slot_id(limit, key)).map_or(0, |s| s.held_at(now));
+                let held = self.inner.slots.get(&self.slot_id(scope, limit, key)).map_or(0, |s| s.held_at(now));
                 let decision = Decision { remaining: a.decision.remaining + held, ..a.decision };
                 Verdict { decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
             }

@@ -4,6 +4,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use leasehold_core::{Algorithm, LeaseTerm};
+
+use super::counter::{OwnedScope, Scope};
 use super::stats::{add, LeaseStats};
 
 /// Weight of the newest sample in a key's demand estimate (an exponentially
@@ -49,23 +52,27 @@ impl Demand {
 /// (drained, installed) only by the holder of `refill`, inside a seqlock on
 /// `generation` (odd while changing): a spender that sees the generation move
 /// during its spend drops the units it took rather than risk spending a unit
-/// of one lease under another's window. One interleaving escapes the seqlock:
-/// the eviction listener drains a slot (without `refill`) while a renewal is
-/// installing into it, so both bump the generation at once; a spender caught
-/// exactly between can spend a unit of the lease being installed. The
-/// renewal then sees `evicted` and drains the rest, so the exposure is the
-/// units of one lease on a key that was just evicted as idle.
+/// of one lease under another's window. A slot evicted during a renewal is
+/// drained by the renewal once it sees `evicted`. The eviction listener
+/// drains under `refill` too (waiting for it on a task when a renewal holds
+/// it), so a lease is never drained while another is being installed.
 #[derive(Debug)]
 pub(super) struct Slot {
+    pub(super) scope: OwnedScope,
     pub(super) limit: Box<str>,
     pub(super) key: Box<str>,
+    /// The limit's algorithm: leases end and go back under it, whether the
+    /// limit is configured or defined by the request.
+    pub(super) alg: Algorithm,
     pub(super) units: AtomicU64,
     pub(super) generation: AtomicU64,
     /// Units may be spent at times in `[lease_from, lease_until)`.
     pub(super) lease_from: AtomicF64,
     pub(super) lease_until: AtomicF64,
-    /// When the current lease was taken (refunds go back to that instant).
+    /// The current lease's identity in the store: when it was taken (refunds
+    /// of window algorithms go back to that instant) and when the store ends it.
     pub(super) taken_at: AtomicF64,
+    pub(super) store_until: AtomicF64,
     /// Units the current lease granted.
     pub(super) granted: AtomicU64,
     /// The store's `remaining` when the lease was taken.
@@ -82,15 +89,18 @@ pub(super) struct Slot {
 }
 
 impl Slot {
-    pub(super) fn new(limit: &str, key: &str) -> Self {
+    pub(super) fn new(scope: Scope<'_>, limit: &str, key: &str, alg: Algorithm) -> Self {
         Self {
+            scope: scope.to_owned_scope(),
             limit: limit.into(),
             key: key.into(),
+            alg,
             units: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             lease_from: AtomicF64::new(f64::INFINITY),
             lease_until: AtomicF64::new(f64::NEG_INFINITY),
             taken_at: AtomicF64::new(0.0),
+            store_until: AtomicF64::new(0.0),
             granted: AtomicU64::new(0),
             store_remaining: AtomicU64::new(0),
             reset_at: AtomicF64::new(0.0),
@@ -102,22 +112,28 @@ impl Slot {
         }
     }
 
-    /// Takes every unspent unit out of the lease: `(units, taken_at)`. Call
-    /// with `refill` held (or on an evicted slot, which no one renews).
-    pub(super) fn drain(&self, stats: &LeaseStats) -> (u64, f64) {
+    /// Whether this slot is the one for `(scope, limit, key)` (not a hash collision).
+    pub(super) fn is_for(&self, scope: Scope<'_>, limit: &str, key: &str) -> bool {
+        self.scope.as_scope() == scope && &*self.limit == limit && &*self.key == key
+    }
+
+    /// Takes every unspent unit out of the lease: the units and the lease
+    /// they belong to. Call with `refill` held: no lease is installed meanwhile.
+    pub(super) fn drain(&self, stats: &LeaseStats) -> (u64, LeaseTerm) {
         self.generation.fetch_add(1, Ordering::AcqRel);
         let n = self.units.swap(0, Ordering::AcqRel);
         add(&stats.units_drained, n);
-        let at = self.taken_at.load();
+        let term = LeaseTerm { taken_at_ms: self.taken_at.load(), until_ms: self.store_until.load() };
         self.lease_until.store(f64::NEG_INFINITY);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        (n, at)
+        (n, term)
     }
 
     /// Installs a new lease. Call with `refill` held.
     pub(super) fn install(&self, lease: Installed) {
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.taken_at.store(lease.taken_at);
+        self.taken_at.store(lease.term.taken_at_ms);
+        self.store_until.store(lease.term.until_ms);
         self.granted.store(lease.granted, Ordering::Relaxed);
         self.store_remaining.store(lease.store_remaining, Ordering::Relaxed);
         self.lease_from.store(lease.from);
@@ -145,8 +161,8 @@ pub(super) struct Installed {
     /// Units may be spent at times in `[from, until)`.
     pub(super) from: f64,
     pub(super) until: f64,
-    /// When the store granted them.
-    pub(super) taken_at: f64,
+    /// The lease's identity in the store.
+    pub(super) term: LeaseTerm,
     /// The store's `remaining` after the grant.
     pub(super) store_remaining: u64,
 }

@@ -188,6 +188,26 @@ fn bump(c: &AtomicU64) {
 /// longer only delays the fail policy's answer.
 const MAX_ERROR_RETRIES: u32 = 2;
 
+/// A write sent to the store.
+#[derive(Debug, Clone, Copy)]
+struct Written {
+    version: u64,
+    write_id: u64,
+}
+
+/// The version of a record created at `now_ms`: the clock in microseconds.
+/// Versions then never repeat when a record expires, is deleted by the
+/// store's TTL and is created again (a stale conditional write expecting an
+/// old version can never match a new record), as long as no record sees
+/// more than one write per microsecond of its life.
+pub fn fresh_version(now_ms: f64) -> u64 {
+    if now_ms.is_finite() && now_ms > 0.0 {
+        ((now_ms * 1000.0) as u64).max(1)
+    } else {
+        1
+    }
+}
+
 /// A queued update with its reply channel, type-erased so one queue can hold
 /// updates of any kind.
 trait Queued: Send {
@@ -323,8 +343,10 @@ impl Inner {
     async fn round(&self, key: &str, mut batch: Vec<Box<dyn Queued>>) {
         bump(&self.stats.batches);
         let (mut attempts, mut errors) = (0u32, 0u32);
+        // A write whose reply was lost: it may have landed.
+        let mut unsure: Option<Written> = None;
         let failure = loop {
-            match self.attempt(key, &mut batch).await {
+            match self.attempt(key, &mut batch, &mut unsure).await {
                 Ok(true) => {
                     for q in batch {
                         q.succeed();
@@ -359,9 +381,33 @@ impl Inner {
 
     /// Read, run every update in order, write if anything changed.
     /// `Ok(false)` on conflict.
-    async fn attempt(&self, key: &str, batch: &mut [Box<dyn Queued>]) -> Result<bool, StoreError> {
+    ///
+    /// Writes are idempotent: each carries a random write id. When a write's
+    /// reply is lost (timeout, reset, 5xx) it is remembered in `unsure`; the
+    /// next attempt's read finds the record at that version with that id if
+    /// it landed, and then the batch is done — its updates are never applied
+    /// twice (a refund applied twice would mint units).
+    async fn attempt(
+        &self,
+        key: &str,
+        batch: &mut [Box<dyn Queued>],
+        unsure: &mut Option<Written>,
+    ) -> Result<bool, StoreError> {
         bump(&self.stats.reads);
         let record = self.store.get(key).await?;
+        if let Some(w) = unsure.take() {
+            match &record {
+                Some(r) if r.version == w.version && r.write_id == w.write_id => return Ok(true),
+                // Another write reached our version or beyond: ours may have
+                // landed before it. Applying the batch again could apply it
+                // twice, so give up on it (under-issue at worst).
+                Some(r) if r.version >= w.version => {
+                    return Err(StoreError::record("cas", "a write's reply was lost and the record has changed since"))
+                }
+                // The record is still as we read it: ours did not land.
+                _ => {}
+            }
+        }
         let now = self.clock.now_ms();
         let live = record.as_ref().filter(|r| !r.is_expired(now)).cloned();
         let mut draft = Draft::new(live, now);
@@ -377,13 +423,18 @@ impl Inner {
         };
         let next = Record {
             state: value.encode(),
-            version: record.as_ref().map_or(1, |r| r.version + 1),
+            version: record.as_ref().map_or_else(|| fresh_version(now), |r| r.version + 1),
             expires_at_ms: value.expires_at_ms(),
+            write_id: fastrand::u64(1..),
         };
         bump(&self.stats.writes);
-        match self.store.put_if(key, &next, record.map(|r| r.version)).await? {
-            PutOutcome::Written => Ok(true),
-            PutOutcome::Conflict => Ok(false),
+        match self.store.put_if(key, &next, record.map(|r| r.version)).await {
+            Ok(PutOutcome::Written) => Ok(true),
+            Ok(PutOutcome::Conflict) => Ok(false),
+            Err(e) => {
+                *unsure = Some(Written { version: next.version, write_id: next.write_id });
+                Err(e)
+            }
         }
     }
 }

@@ -213,7 +213,10 @@ impl DynamoStore {
                         | "TransactionConflictException"
                 ) || matches!(e, SdkError::ResponseError(_));
                 let message = format!("{what} on table {}: {code}: {}", self.config.table, e.message().unwrap_or(""));
-                StoreError { backend: NAME, transient, message }
+                // A request DynamoDB refuses for its content (a key over 2048
+                // bytes, an item over 400 KB) fails for this record only.
+                let record = code == "ValidationException";
+                StoreError { backend: NAME, transient, message, record }
             }
             _ => StoreError::permanent(NAME, format!("{what}: {}", DisplayErrorContext(&e))),
         }
@@ -229,7 +232,7 @@ fn number(item: &HashMap<String, AttributeValue>, name: &str) -> Result<u64, Sto
 }
 
 fn bad(attr: &str, why: &str) -> StoreError {
-    StoreError::permanent(NAME, format!("item attribute `{attr}` {why}"))
+    StoreError::record(NAME, format!("item attribute `{attr}` {why}"))
 }
 
 #[async_trait]
@@ -253,7 +256,12 @@ impl Store for DynamoStore {
             Some(AttributeValue::S(s)) => s.clone(),
             _ => return Err(bad("state", "is missing or not a string (S)")),
         };
-        Ok(Some(Record { state, version: number(&item, "version")?, expires_at_ms: number(&item, "expires_at_ms")? }))
+        Ok(Some(Record {
+            state,
+            version: number(&item, "version")?,
+            expires_at_ms: number(&item, "expires_at_ms")?,
+            write_id: if item.contains_key("wid") { number(&item, "wid")? } else { 0 },
+        }))
     }
 
     async fn put_if(
@@ -270,7 +278,8 @@ impl Store for DynamoStore {
             .item("state", AttributeValue::S(record.state.clone()))
             .item("version", AttributeValue::N(record.version.to_string()))
             .item("expires_at", AttributeValue::N(record.expires_at_secs().to_string()))
-            .item("expires_at_ms", AttributeValue::N(record.expires_at_ms.to_string()));
+            .item("expires_at_ms", AttributeValue::N(record.expires_at_ms.to_string()))
+            .item("wid", AttributeValue::N(record.write_id.to_string()));
         let put = match expected_version {
             Some(v) => put
                 .condition_expression("#v = :v")

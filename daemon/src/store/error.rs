@@ -15,17 +15,26 @@ pub struct StoreError {
     pub transient: bool,
     /// What the backend said.
     pub message: String,
+    /// The failure concerns this one record (a key the store refuses, an
+    /// unreadable item), not the store: it answered, so the breaker does not
+    /// count it and fail-open does not apply.
+    pub record: bool,
 }
 
 impl StoreError {
     /// A failure that may go away on retry.
     pub fn transient(backend: &'static str, message: impl Into<String>) -> Self {
-        Self { backend, transient: true, message: message.into() }
+        Self { backend, transient: true, message: message.into(), record: false }
     }
 
     /// A failure that needs an operator.
     pub fn permanent(backend: &'static str, message: impl Into<String>) -> Self {
-        Self { backend, transient: false, message: message.into() }
+        Self { backend, transient: false, message: message.into(), record: false }
+    }
+
+    /// A failure of one record that retrying will not fix (the store is healthy).
+    pub fn record(backend: &'static str, message: impl Into<String>) -> Self {
+        Self { backend, transient: false, message: message.into(), record: true }
     }
 }
 
@@ -54,5 +63,13 @@ impl StoreUnavailable {
     /// Whether waiting and retrying may help (everything but a permanent backend error).
     pub fn is_transient(&self) -> bool {
         !matches!(self, Self::Backend(StoreError { transient: false, .. }))
+    }
+
+    /// Whether the store itself is down: it failed (not just for one
+    /// record), or the breaker is open after repeated failures or timeouts.
+    /// Contention and a single slow call are not outages. Only an outage lets
+    /// a `fail = "open"` limit admit without a grant.
+    pub fn is_outage(&self) -> bool {
+        matches!(self, Self::Backend(StoreError { record: false, .. }) | Self::CircuitOpen)
     }
 }

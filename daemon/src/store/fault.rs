@@ -21,6 +21,10 @@ pub struct FaultStore {
     delay_ms: AtomicU64,
     /// Calls seen (failed ones included).
     calls: AtomicU64,
+    /// Writes left whose reply is lost although they land.
+    lost_replies: AtomicU64,
+    /// While true every write loses to another writer (a healthy, contended store).
+    conflicts: AtomicBool,
 }
 
 impl FaultStore {
@@ -32,12 +36,25 @@ impl FaultStore {
             down: AtomicBool::new(false),
             delay_ms: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            lost_replies: AtomicU64::new(0),
+            conflicts: AtomicBool::new(false),
         }
     }
 
     /// Lets `n` more calls through, then fails every call (until [`Self::heal`]).
     pub fn fail_after(&self, n: u32) {
         self.countdown.store(i64::from(n), Ordering::SeqCst);
+    }
+
+    /// The next `n` writes land, but their callers get a transient error
+    /// instead of the reply (a timeout or reset after the store applied it).
+    pub fn lose_replies(&self, n: u64) {
+        self.lost_replies.store(n, Ordering::SeqCst);
+    }
+
+    /// While `on`, every write reports a conflict and writes nothing.
+    pub fn set_conflicts(&self, on: bool) {
+        self.conflicts.store(on, Ordering::SeqCst);
     }
 
     /// Fails every call while `down` is true.
@@ -53,6 +70,8 @@ impl FaultStore {
     /// Clears every fault.
     pub fn heal(&self) {
         self.countdown.store(-1, Ordering::SeqCst);
+        self.lost_replies.store(0, Ordering::SeqCst);
+        self.set_conflicts(false);
         self.set_down(false);
         self.set_delay(Duration::ZERO);
     }
@@ -94,6 +113,13 @@ impl Store for FaultStore {
         expected_version: Option<u64>,
     ) -> Result<PutOutcome, StoreError> {
         self.enter().await?;
-        self.inner.put_if(key, record, expected_version).await
+        if self.conflicts.load(Ordering::SeqCst) {
+            return Ok(PutOutcome::Conflict);
+        }
+        let outcome = self.inner.put_if(key, record, expected_version).await?;
+        if self.lost_replies.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(StoreError::transient("fault", "injected fault: the write landed but its reply was lost"));
+        }
+        Ok(outcome)
     }
 }

@@ -12,7 +12,21 @@ use std::time::Duration;
 
 use leasehold_core::Clock;
 
-use super::StoreUnavailable;
+use super::{StoreError, StoreUnavailable};
+
+/// Counts a guarded call that was dropped before it ended as a failure.
+struct Report<'a> {
+    breaker: &'a Breaker,
+    done: bool,
+}
+
+impl Drop for Report<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.breaker.failure();
+        }
+    }
+}
 
 /// Breaker tuning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +94,8 @@ impl Breaker {
     }
 
     /// Whether a call may go to the store now. In half-open state only one
-    /// caller (the probe) gets `true` until it reports back.
+    /// caller (the probe) gets `true` until it reports back; a probe that
+    /// never reports (see [`Guard::call`]) counts as failed.
     pub fn allow(&self) -> bool {
         let now = self.clock.now_ms();
         let mut i = self.inner.lock().expect("breaker lock");
@@ -162,12 +177,25 @@ impl Guard {
         if !self.breaker.allow() {
             return Err(StoreUnavailable::CircuitOpen);
         }
-        match tokio::time::timeout(self.timeout, call).await {
+        // Reports a failure if this future is dropped before the call ends
+        // (the client went away): a half-open breaker never waits forever on
+        // a probe nobody will finish.
+        let mut report = Report { breaker: &self.breaker, done: false };
+        let result = match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(a)) => {
                 self.breaker.success();
                 Ok(a)
             }
-            Ok(Err(e @ StoreUnavailable::Contention { .. })) => Err(e),
+            // The store answered: contention means healthy and busy, and a
+            // record it refuses says nothing about the other records.
+            Ok(Err(e @ StoreUnavailable::Contention { .. })) => {
+                self.breaker.success();
+                Err(e)
+            }
+            Ok(Err(e @ StoreUnavailable::Backend(StoreError { record: true, .. }))) => {
+                self.breaker.success();
+                Err(e)
+            }
             Ok(Err(e)) => {
                 self.breaker.failure();
                 Err(e)
@@ -176,7 +204,9 @@ impl Guard {
                 self.breaker.failure();
                 Err(StoreUnavailable::Timeout(self.timeout.as_millis() as u64))
             }
-        }
+        };
+        report.done = true;
+        result
     }
 }
 
@@ -184,6 +214,47 @@ impl Guard {
 mod tests {
     use super::*;
     use leasehold_core::ManualClock;
+
+    fn guard(clock: &Arc<ManualClock>) -> Guard {
+        Guard::new(
+            BreakerSettings { failures: 1, open_for: Duration::from_millis(30) },
+            Duration::from_secs(5),
+            clock.clone(),
+        )
+    }
+
+    async fn fail() -> Result<(), StoreUnavailable> {
+        Err(StoreError::transient("test", "down").into())
+    }
+
+    #[tokio::test]
+    async fn a_probe_dropped_before_it_ends_reopens_the_breaker_instead_of_wedging_it() {
+        let clock = Arc::new(ManualClock::new(0.0));
+        let g = guard(&clock);
+        assert!(g.call(fail()).await.is_err());
+        assert_eq!(g.breaker_state(), BreakerState::Open);
+        clock.advance(40.0);
+        // The probe's caller goes away mid-call.
+        let probe = g.call(std::future::pending::<Result<(), StoreUnavailable>>());
+        assert!(tokio::time::timeout(Duration::from_millis(10), probe).await.is_err());
+        assert_eq!(g.breaker_state(), BreakerState::Open, "an abandoned probe counts as failed");
+        clock.advance(40.0);
+        assert_eq!(g.call(async { Ok(()) }).await, Ok(()), "a new probe is let through");
+        assert_eq!(g.breaker_state(), BreakerState::Closed);
+    }
+
+    #[tokio::test]
+    async fn contention_and_per_record_errors_do_not_open_the_breaker() {
+        let clock = Arc::new(ManualClock::new(0.0));
+        let g = guard(&clock);
+        let contention = g.call(async { Err::<(), _>(StoreUnavailable::Contention { attempts: 17 }) }).await;
+        assert!(contention.is_err());
+        let refused = g.call(async { Err::<(), _>(StoreError::record("test", "key too long").into()) }).await;
+        assert!(refused.is_err());
+        assert_eq!(g.breaker_state(), BreakerState::Closed);
+        assert!(g.call(fail()).await.is_err());
+        assert_eq!(g.breaker_state(), BreakerState::Open, "a store failure still opens it");
+    }
 
     #[test]
     fn opens_after_consecutive_failures_then_probes_once_and_closes() {

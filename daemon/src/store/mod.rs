@@ -38,11 +38,18 @@ pub use guard::Guard;
 pub struct Record {
     /// The algorithm's state as compact JSON.
     pub state: String,
-    /// Compare-and-set token: 1 on first write, +1 on every write.
+    /// Compare-and-set token: +1 on every write. A new record starts at the
+    /// writer's clock in microseconds, so a record deleted by a TTL and
+    /// created again never repeats a version an old writer may still expect.
     pub version: u64,
     /// Epoch milliseconds after which the record reads as absent
     /// (authoritative; `expires_at`, in seconds, is derived for native TTLs).
     pub expires_at_ms: u64,
+    /// A random id of the write that produced this record: after a write
+    /// whose reply was lost, finding it tells the writer its write landed.
+    /// 0 for records written before write ids existed.
+    #[serde(default)]
+    pub write_id: u64,
 }
 
 impl Record {
