@@ -128,6 +128,18 @@ enum BenchWhat {
         /// Seconds to run.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+        /// Fault: chance that a write lands but its reply is lost.
+        #[arg(long, default_value_t = 0.0)]
+        lost_replies: f64,
+        /// Fault: milliseconds added to every store call.
+        #[arg(long, default_value_t = 0)]
+        slow_ms: u64,
+        /// Fault: the store goes down this many seconds in...
+        #[arg(long)]
+        down_after: Option<f64>,
+        /// ...for this many seconds.
+        #[arg(long, default_value_t = 1.0)]
+        down_for: f64,
     },
     /// One process's share of a lost-update test: TASKS tasks each apply cost 1
     /// to KEY OPS times through the CAS loop.
@@ -223,7 +235,22 @@ async fn main() -> anyhow::Result<()> {
             }
             leasehold::cli::bench::lease_table(&store, Duration::from_secs_f64(seconds)).await?;
         }
-        Command::Bench { what: BenchWhat::Load { mut store, prefix, spec, mode, lease_max, callers, seconds } } => {
+        Command::Bench {
+            what:
+                BenchWhat::Load {
+                    mut store,
+                    prefix,
+                    spec,
+                    mode,
+                    lease_max,
+                    callers,
+                    seconds,
+                    lost_replies,
+                    slow_ms,
+                    down_after,
+                    down_for,
+                },
+        } => {
             store.prefix = prefix;
             let mode = match mode.as_str() {
                 "leased" => leasehold::lease::settings::Mode::Leased,
@@ -240,6 +267,11 @@ async fn main() -> anyhow::Result<()> {
                 zipf_keys: None,
                 print_admissions: true,
                 pace_denials: true,
+                faults: leasehold::cli::bench::LoadFaults {
+                    lost_replies,
+                    delay: Duration::from_millis(slow_ms),
+                    outage: down_after.map(|a| (Duration::from_secs_f64(a), Duration::from_secs_f64(down_for))),
+                },
             };
             let f = leasehold::cli::bench::load(&store, &run).await?;
             println!(

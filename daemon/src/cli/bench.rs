@@ -186,6 +186,26 @@ pub struct LoadRun {
     pub print_admissions: bool,
     /// Denied callers wait (up to 20 ms of the retry time) instead of asking again at once.
     pub pace_denials: bool,
+    /// Faults injected into this run's store (the invariant tests' scenarios).
+    pub faults: LoadFaults,
+}
+
+/// Faults a load run injects into its store. With any of them on, answers
+/// the store could not back (fail closed) are counted, not fatal.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LoadFaults {
+    /// Chance that a write lands but its reply is lost.
+    pub lost_replies: f64,
+    /// Latency added to every store call.
+    pub delay: Duration,
+    /// The store is down from `.0` to `.0 + .1` into the run.
+    pub outage: Option<(Duration, Duration)>,
+}
+
+impl LoadFaults {
+    fn any(&self) -> bool {
+        *self != Self::default()
+    }
 }
 
 /// What a load run measured.
@@ -243,7 +263,23 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
     use crate::lease::settings::{CacheSettings, LimitSettings};
     use crate::lease::{Check, LeaseCache};
 
-    let store = config.open()?;
+    let mut store = config.open()?;
+    let faulty = run.faults.any();
+    if faulty {
+        let fault = Arc::new(crate::store::fault::FaultStore::new(store));
+        fault.set_lost_reply_chance(run.faults.lost_replies);
+        fault.set_delay(run.faults.delay);
+        if let Some((after, lasting)) = run.faults.outage {
+            let f = fault.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                f.set_down(true);
+                tokio::time::sleep(lasting).await;
+                f.set_down(false);
+            });
+        }
+        store = fault;
+    }
     let alg = Algorithm::from_json(&run.spec).map_err(|e| BenchError::Spec(e.to_string()))?;
     let mut settings = LimitSettings::new(alg);
     settings.mode = run.mode;
@@ -256,10 +292,15 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
             let cas = Cas::new(store.clone(), Arc::new(SystemClock), config.cas_settings());
             // Measure throughput, not fault handling: a saturated store is
             // slow, not down, so neither the timeout nor the breaker may cut in.
-            let lc = CacheSettings {
-                store_timeout: Duration::from_secs(30),
-                breaker: crate::store::guard::BreakerSettings { failures: u32::MAX, ..Default::default() },
-                ..CacheSettings::default()
+            // (With faults injected, the defaults: the faults are the point.)
+            let lc = if faulty {
+                CacheSettings::default()
+            } else {
+                CacheSettings {
+                    store_timeout: Duration::from_secs(30),
+                    breaker: crate::store::guard::BreakerSettings { failures: u32::MAX, ..Default::default() },
+                    ..CacheSettings::default()
+                }
             };
             LeaseCache::new(limits.clone(), cas, lc)
         })
@@ -288,7 +329,13 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
                     }
                     decisions += 1;
                     if let Some(e) = v.unavailable {
-                        return Err(BenchError::Unavailable(e));
+                        if !run.faults.any() {
+                            return Err(BenchError::Unavailable(e));
+                        }
+                        if !v.decision.allowed {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            continue;
+                        }
                     }
                     if v.decision.allowed {
                         allowed += 1;
@@ -369,6 +416,7 @@ pub async fn lease_table(config: &StoreConfig, duration: Duration) -> Result<(),
                 duration,
                 zipf_keys: zipf,
                 print_admissions: false,
+                faults: LoadFaults::default(),
                 pace_denials: false,
             };
             let mut c = config.clone();

@@ -25,6 +25,8 @@ pub struct FaultStore {
     lost_replies: AtomicU64,
     /// While true every write loses to another writer (a healthy, contended store).
     conflicts: AtomicBool,
+    /// Chance (as bits of an `f64`) that a write lands but its reply is lost.
+    lost_reply_chance: AtomicU64,
 }
 
 impl FaultStore {
@@ -38,6 +40,7 @@ impl FaultStore {
             calls: AtomicU64::new(0),
             lost_replies: AtomicU64::new(0),
             conflicts: AtomicBool::new(false),
+            lost_reply_chance: AtomicU64::new(0f64.to_bits()),
         }
     }
 
@@ -50,6 +53,11 @@ impl FaultStore {
     /// instead of the reply (a timeout or reset after the store applied it).
     pub fn lose_replies(&self, n: u64) {
         self.lost_replies.store(n, Ordering::SeqCst);
+    }
+
+    /// Each write from now on lands but loses its reply with chance `p`.
+    pub fn set_lost_reply_chance(&self, p: f64) {
+        self.lost_reply_chance.store(p.to_bits(), Ordering::SeqCst);
     }
 
     /// While `on`, every write reports a conflict and writes nothing.
@@ -72,6 +80,7 @@ impl FaultStore {
         self.countdown.store(-1, Ordering::SeqCst);
         self.lost_replies.store(0, Ordering::SeqCst);
         self.set_conflicts(false);
+        self.set_lost_reply_chance(0.0);
         self.set_down(false);
         self.set_delay(Duration::ZERO);
     }
@@ -117,7 +126,10 @@ impl Store for FaultStore {
             return Ok(PutOutcome::Conflict);
         }
         let outcome = self.inner.put_if(key, record, expected_version).await?;
-        if self.lost_replies.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+        let chance = f64::from_bits(self.lost_reply_chance.load(Ordering::SeqCst));
+        if self.lost_replies.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok()
+            || (chance > 0.0 && fastrand::f64() < chance)
+        {
             return Err(StoreError::transient("fault", "injected fault: the write landed but its reply was lost"));
         }
         Ok(outcome)
