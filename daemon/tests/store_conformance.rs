@@ -301,3 +301,35 @@ async fn the_embedded_store_loses_no_update_across_tasks_and_reopens_with_its_co
         other => panic!("{other:?}"),
     }
 }
+
+/// Many short-lived keys: with expired records collected, the embedded file
+/// stops growing (redb reuses the freed pages); without, it grows each round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collecting_expired_records_keeps_the_embedded_file_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gc.redb");
+    let store = Arc::new(leasehold::store::embedded::EmbeddedStore::open(&path).unwrap());
+    let mut t = now_ms();
+    let mut sizes = Vec::new();
+    for round in 0..6 {
+        let record = Record {
+            state: format!("{{\"n\":{round},\"pad\":\"{}\"}}", "x".repeat(200)),
+            version: 1,
+            expires_at_ms: t as u64 + 1,
+            write_id: 1,
+        };
+        let puts = (0..3_000).map(|i| {
+            let (store, record) = (store.clone(), record.clone());
+            async move { store.put_if(&format!("r{round}-k{i}"), &record, None).await.unwrap() }
+        });
+        futures_util::future::join_all(puts).await;
+        t += 10.0;
+        let mut deleted = 0;
+        for _ in 0..4 {
+            deleted += store.collect_expired(t, leasehold::store::COLLECT_SCAN).await.unwrap();
+        }
+        assert_eq!(deleted, 3_000, "round {round}: every expired record collected");
+        sizes.push(std::fs::metadata(&path).unwrap().len());
+    }
+    assert!(sizes[5] <= sizes[1] + sizes[1] / 2, "the file keeps growing: {sizes:?}");
+}

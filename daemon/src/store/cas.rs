@@ -188,6 +188,28 @@ fn bump(c: &AtomicU64) {
 /// longer only delays the fail policy's answer.
 const MAX_ERROR_RETRIES: u32 = 2;
 
+type Queues = Mutex<HashMap<String, Vec<Box<dyn Queued>>>>;
+
+/// The queue lock. A poisoned lock (a panic while it was held: only a push or
+/// a swap of a `Vec`, which cannot leave it half-done) is still usable.
+fn lock(q: &Queues) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Box<dyn Queued>>>> {
+    q.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Removes a key's queue when its driver unwinds (see [`Inner::drive`]).
+/// Forgotten when the driver ends normally; dropped only while unwinding.
+struct Unwedge<'a> {
+    queues: &'a Queues,
+    key: &'a str,
+}
+
+impl Drop for Unwedge<'_> {
+    fn drop(&mut self) {
+        tracing::error!(key = self.key, "a compare-and-set round panicked; its callers get an error");
+        lock(self.queues).remove(self.key);
+    }
+}
+
 /// A write sent to the store.
 #[derive(Debug, Clone, Copy)]
 struct Written {
@@ -244,7 +266,7 @@ struct Inner {
     /// Updates waiting per storage key. A key is present exactly while a
     /// driver task is running for it. A `std::sync::Mutex`: held only to push
     /// or swap a `Vec`, never across an `.await`.
-    queues: Mutex<HashMap<String, Vec<Box<dyn Queued>>>>,
+    queues: Queues,
 }
 
 /// The compare-and-set loop over a [`Store`]. Cheap to clone (an `Arc`).
@@ -300,7 +322,7 @@ impl Cas {
         let (reply, rx) = oneshot::channel();
         let entry: Box<dyn Queued> = Box::new(Entry { update, output: None, reply });
         let start_driver = {
-            let mut queues = self.inner.queues.lock().expect("cas queue lock");
+            let mut queues = lock(&self.inner.queues);
             match queues.get_mut(&key) {
                 Some(waiting) => {
                     waiting.push(entry);
@@ -323,19 +345,28 @@ impl Cas {
 impl Inner {
     /// Runs rounds for `key` until nothing is queued for it.
     async fn drive(&self, key: String) {
+        // If a round panics (a bug in an update), the key must not stay
+        // wedged: its queue is removed, so every waiting caller gets an error
+        // and the next update starts a new driver.
+        let wedge = Unwedge { queues: &self.queues, key: &key };
+        self.drive_rounds(&key).await;
+        std::mem::forget(wedge);
+    }
+
+    async fn drive_rounds(&self, key: &str) {
         loop {
             // Let callers that are about to queue for this key join the round.
             tokio::task::yield_now().await;
             let batch = {
-                let mut queues = self.queues.lock().expect("cas queue lock");
-                let waiting = queues.get_mut(&key).map(std::mem::take).unwrap_or_default();
+                let mut queues = lock(&self.queues);
+                let waiting = queues.get_mut(key).map(std::mem::take).unwrap_or_default();
                 if waiting.is_empty() {
-                    queues.remove(&key);
+                    queues.remove(key);
                     return;
                 }
                 waiting
             };
-            self.round(&key, batch).await;
+            self.round(key, batch).await;
         }
     }
 
@@ -436,5 +467,50 @@ impl Inner {
                 Err(e)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::MemoryStore;
+    use leasehold_core::ManualClock;
+
+    struct Boom;
+    impl Update for Boom {
+        type Output = ();
+        fn apply(&self, _: &mut Draft) {
+            panic!("a bug in an update");
+        }
+    }
+
+    struct Count;
+    impl Content for u64 {
+        fn encode(&self) -> String {
+            self.to_string()
+        }
+        fn expires_at_ms(&self) -> u64 {
+            u64::MAX
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+    impl Update for Count {
+        type Output = u64;
+        fn apply(&self, d: &mut Draft) -> u64 {
+            let n = d.value(|r| r.state.parse::<u64>().ok()).copied().unwrap_or(0) + 1;
+            d.set(n);
+            n
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_update_does_not_wedge_its_key() {
+        let cas = Cas::new(Arc::new(MemoryStore::new()), Arc::new(ManualClock::new(1.0e12)), CasSettings::default());
+        assert_eq!(cas.update("k".into(), Count).await, Ok(1));
+        assert!(cas.update("k".into(), Boom).await.is_err(), "the caller of the panicking round gets an error");
+        let next = tokio::time::timeout(Duration::from_secs(5), cas.update("k".into(), Count)).await;
+        assert_eq!(next.expect("the key is not wedged"), Ok(2));
     }
 }

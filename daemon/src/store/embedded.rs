@@ -55,6 +55,8 @@ pub struct EmbeddedStore {
     db: Arc<Database>,
     path: PathBuf,
     writer: Arc<Writer>,
+    /// Where the next pass of expired-record collection starts.
+    cursor: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -92,7 +94,7 @@ impl EmbeddedStore {
                 .map_err(|e| permanent("cannot start the writer thread", e))?
         };
         let writer = Arc::new(Writer { queue: Mutex::new(Some(queue)), thread: Mutex::new(Some(thread)) });
-        Ok(Self { db, path, writer })
+        Ok(Self { db, path, writer, cursor: Arc::default() })
     }
 
     /// The file the store lives in.
@@ -165,6 +167,53 @@ fn commit_group(db: &Database, group: &[PendingPut]) -> Result<Vec<PutOutcome>, 
     Ok(outcomes)
 }
 
+/// Deletes the expired records among at most `scan` records from `cursor`
+/// on (wrapping to the start), in one transaction; returns how many it
+/// deleted and where the next pass starts. A record is checked and deleted
+/// inside the same transaction, so a concurrent write is never lost.
+fn collect(
+    db: &Database,
+    now_ms: f64,
+    cursor: Option<String>,
+    scan: usize,
+) -> Result<(usize, Option<String>), StoreError> {
+    let txn = db.begin_write().map_err(|e| permanent("begin write", e))?;
+    let (expired, next) = {
+        let table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
+        let mut expired = Vec::new();
+        let mut next = None;
+        let range = match &cursor {
+            Some(c) => table.range(c.as_str()..),
+            None => table.range::<&str>(..),
+        }
+        .map_err(|e| permanent("scan", e))?;
+        for (i, entry) in range.enumerate() {
+            let (k, v) = entry.map_err(|e| permanent("scan", e))?;
+            if i == scan {
+                next = Some(k.value().to_string());
+                break;
+            }
+            // An unreadable record is left for an operator, never deleted here.
+            if decode(k.value(), v.value()).is_ok_and(|r| r.is_expired(now_ms)) {
+                expired.push(k.value().to_string());
+            }
+        }
+        (expired, next)
+    };
+    {
+        let mut table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
+        for k in &expired {
+            table.remove(k.as_str()).map_err(|e| permanent("delete", e))?;
+        }
+    }
+    if expired.is_empty() {
+        txn.abort().map_err(|e| permanent("abort", e))?;
+    } else {
+        txn.commit().map_err(|e| permanent("commit", e))?;
+    }
+    Ok((expired.len(), next))
+}
+
 fn read(db: &Database, key: &str) -> Result<Option<Record>, StoreError> {
     let txn = db.begin_read().map_err(|e| permanent("begin read", e))?;
     let table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
@@ -197,5 +246,14 @@ impl Store for EmbeddedStore {
             return Err(permanent("write", "the store is closed"));
         }
         outcome.await.map_err(|_| StoreError::transient(NAME, "the writer thread stopped"))?
+    }
+
+    async fn collect_expired(&self, now_ms: f64, scan: usize) -> Result<usize, StoreError> {
+        let cursor = self.cursor.lock().ok().and_then(|c| c.clone());
+        let (n, next) = self.blocking(move |db| collect(db, now_ms, cursor, scan)).await?;
+        if let Ok(mut c) = self.cursor.lock() {
+            *c = next;
+        }
+        Ok(n)
     }
 }

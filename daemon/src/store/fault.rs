@@ -134,4 +134,9 @@ impl Store for FaultStore {
         }
         Ok(outcome)
     }
+
+    async fn collect_expired(&self, now_ms: f64, scan: usize) -> Result<usize, StoreError> {
+        self.enter().await?;
+        self.inner.collect_expired(now_ms, scan).await
+    }
 }

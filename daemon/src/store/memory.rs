@@ -55,4 +55,14 @@ impl Store for MemoryStore {
         records.insert(key.to_owned(), record.clone());
         Ok(PutOutcome::Written)
     }
+
+    async fn collect_expired(&self, now_ms: f64, scan: usize) -> Result<usize, StoreError> {
+        let mut records = self.records.lock().expect("memory store lock");
+        let expired: Vec<String> =
+            records.iter().filter(|(_, r)| r.is_expired(now_ms)).take(scan).map(|(k, _)| k.clone()).collect();
+        for k in &expired {
+            records.remove(k);
+        }
+        Ok(expired.len())
+    }
 }

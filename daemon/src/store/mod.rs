@@ -24,6 +24,30 @@ pub mod fault;
 pub mod guard;
 pub mod memory;
 
+/// How often expired records are collected in stores without a native TTL.
+pub const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// Records looked at per collection pass: a few milliseconds of work, so a
+/// pass never holds the writer for long; a large file is covered over passes.
+pub const COLLECT_SCAN: usize = 10_000;
+
+/// Collects expired records every [`COLLECT_EVERY`] until the store is dropped.
+pub fn spawn_collector(store: &std::sync::Arc<dyn Store>, clock: std::sync::Arc<dyn leasehold_core::Clock>) {
+    let weak = std::sync::Arc::downgrade(store);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(COLLECT_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(store) = weak.upgrade() else { return };
+            match store.collect_expired(clock.now_ms(), COLLECT_SCAN).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(deleted = n, "expired records collected"),
+                Err(e) => tracing::warn!(error = %e, "collecting expired records failed"),
+            }
+        }
+    });
+}
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +117,15 @@ pub trait Store: Send + Sync + 'static {
     /// (`None`: only if no record exists).
     async fn put_if(&self, key: &str, record: &Record, expected_version: Option<u64>)
         -> Result<PutOutcome, StoreError>;
+
+    /// Deletes expired records (at most about `scan` looked at per call, so
+    /// one pass stays short); returns how many were deleted. Stores with a
+    /// native TTL (DynamoDB) need nothing here. Deleting only expired
+    /// records is safe: they read as absent already.
+    async fn collect_expired(&self, now_ms: f64, scan: usize) -> Result<usize, StoreError> {
+        let _ = (now_ms, scan);
+        Ok(0)
+    }
 
     /// Whether the store can be reached now (for readiness checks).
     async fn ping(&self) -> Result<(), StoreError> {
