@@ -419,3 +419,18 @@ async fn key_spaces_never_share_a_counter() {
     let adhoc = r.limiter.check_with(&r.settings, Check { limit: "api", key: "acme:u1", cost: 1 }).await;
     assert!(adhoc.decision.allowed, "request-defined limits have their own space");
 }
+
+#[tokio::test]
+async fn shutdown_has_a_deadline_when_the_store_hangs() {
+    let r = rig(r#"{"algorithm":"token_bucket","capacity":1000,"refill_per_sec":1000}"#, |s, _| s.lease.max = 50);
+    for _ in 0..100 {
+        r.clock.advance(1.0);
+        r.check("k", 1).await;
+    }
+    assert!(r.limiter.stats().snapshot().units_held > 0);
+    r.fault.set_delay(Duration::from_secs(3_600));
+    let start = std::time::Instant::now();
+    let back = r.limiter.shutdown_within(Duration::from_millis(200)).await;
+    assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
+    assert_eq!(back, 0);
+}

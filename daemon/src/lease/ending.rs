@@ -19,6 +19,11 @@ use super::LeaseCache;
 /// a shorter tick only costs wake-ups.
 pub(super) const SWEEP_EVERY: Duration = Duration::from_millis(50);
 
+/// The longest a graceful shutdown waits for leases to go back: long enough
+/// for a healthy store (a few round trips), short enough that a sick store
+/// cannot hold a restart hostage; what is not back by then is under-issue.
+pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
+
 /// A lease waiting for its end, in the sweeper's heap (earliest first).
 pub(super) struct Pending {
     pub(super) until: f64,
@@ -145,33 +150,48 @@ impl LeaseCache {
     }
 
     /// Gives every leased unit back to the store and waits for the refunds
-    /// (and for background refunds already under way): call on graceful
-    /// shutdown. Returns the units the store took back.
+    /// (and for background refunds already under way), for at most
+    /// [`SHUTDOWN_DEADLINE`]: call on graceful shutdown. Returns the units
+    /// the store took back.
     pub async fn shutdown(&self) -> u64 {
-        let mut refunds = Vec::new();
-        for (_, slot) in self.inner.slots.iter() {
-            let _guard = slot.refill.lock().await;
-            let (n, term) = slot.drain(&self.inner.stats);
-            if n == 0 {
-                continue;
+        self.shutdown_within(SHUTDOWN_DEADLINE).await
+    }
+
+    /// [`Self::shutdown`] with a deadline of the caller's. Refunds that have
+    /// not landed by then are abandoned (their units count as lost:
+    /// under-issue until their leases end).
+    pub async fn shutdown_within(&self, deadline: Duration) -> u64 {
+        let back = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let work = async {
+            let mut refunds = Vec::new();
+            for (_, slot) in self.inner.slots.iter() {
+                let _guard = slot.refill.lock().await;
+                let (n, term) = slot.drain(&self.inner.stats);
+                if n == 0 {
+                    continue;
+                }
+                let (scope, limit, key, alg) = (slot.scope.clone(), slot.limit.clone(), slot.key.clone(), slot.alg);
+                let (counters, stats, back) = (self.inner.counters.clone(), self.inner.stats.clone(), back.clone());
+                refunds.push(tokio::spawn(async move {
+                    let op = Op::Refund { n, lease: term };
+                    let r = counters.apply_in(scope.as_scope(), &limit, &key, &alg, op).await;
+                    let accepted = r.map_or(0, |a| a.returned);
+                    add(&stats.units_refunded, accepted);
+                    add(&stats.units_lost, n - accepted);
+                    back.fetch_add(accepted, std::sync::atomic::Ordering::Relaxed);
+                }));
             }
-            let (scope, limit, key, alg) = (slot.scope.clone(), slot.limit.clone(), slot.key.clone(), slot.alg);
-            let counters = self.inner.counters.clone();
-            refunds.push(tokio::spawn(async move {
-                let op = Op::Refund { n, lease: term };
-                let r = counters.apply_in(scope.as_scope(), &limit, &key, &alg, op).await;
-                (n, r.map_or(0, |a| a.returned))
-            }));
-        }
-        let mut back = 0;
-        for r in refunds {
-            if let Ok((n, accepted)) = r.await {
-                add(&self.inner.stats.units_refunded, accepted);
-                add(&self.inner.stats.units_lost, n - accepted);
-                back += accepted;
+            for r in refunds {
+                let _ = r.await;
             }
+            self.refunds_settled().await;
+        };
+        if tokio::time::timeout(deadline, work).await.is_err() {
+            tracing::warn!(
+                deadline_ms = deadline.as_millis() as u64,
+                "shutdown deadline passed; unfinished refunds abandoned"
+            );
         }
-        self.refunds_settled().await;
-        back
+        back.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
