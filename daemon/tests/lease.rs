@@ -434,3 +434,19 @@ async fn shutdown_has_a_deadline_when_the_store_hangs() {
     assert!(start.elapsed() < Duration::from_secs(5), "took {:?}", start.elapsed());
     assert_eq!(back, 0);
 }
+
+#[tokio::test]
+async fn the_cache_is_bounded_by_bytes_as_well_as_keys() {
+    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, c| {
+        c.max_keys = 1_000_000;
+        c.max_bytes = 64 * 1024;
+    });
+    // 1,000 keys of 1 KiB each would be about 1 MiB of slots.
+    for k in 0..1_000 {
+        r.clock.advance(0.5);
+        r.check(&format!("{k:01024}"), 1).await;
+    }
+    r.limiter.run_pending_tasks();
+    let keys = r.limiter.keys_cached();
+    assert!(keys <= 64, "{keys} slots of over 1 KiB in a 64 KiB cache");
+}

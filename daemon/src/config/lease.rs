@@ -128,11 +128,12 @@ impl LeaseConfig {
             "mode" => d.mode = enum_value(&field, &v, "\"leased\", \"direct\"")?,
             "fail" => d.fail = enum_value(&field, &v, "\"closed\", \"open\"")?,
             "max_keys" => d.cache.max_keys = count(&field, &v)?,
+            "max_bytes" => d.cache.max_bytes = count(&field, &v)?,
             "idle" => d.cache.idle = bounded(&field, duration(&field, &v)?, MAX_IDLE)?,
             "store_timeout" => d.cache.store_timeout = bounded(&field, duration(&field, &v)?, MAX_STORE_TIMEOUT)?,
             "breaker_failures" => d.cache.breaker.failures = count(&field, &v)?.min(u64::from(u32::MAX)) as u32,
             "breaker_open_for" => d.cache.breaker.open_for = bounded(&field, duration(&field, &v)?, MAX_BREAKER_REST)?,
-            _ => return Err(invalid(field, "unknown key; expected one of ttl, horizon, max, mode, fail, max_keys, idle, store_timeout, breaker_failures, breaker_open_for")),
+            _ => return Err(invalid(field, "unknown key; expected one of ttl, horizon, max, mode, fail, max_keys, max_bytes, idle, store_timeout, breaker_failures, breaker_open_for")),
         }
         }
         Ok(d)

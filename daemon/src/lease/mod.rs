@@ -111,8 +111,14 @@ impl LeaseCache {
             let refunder = refunder.clone();
             move |_key: Arc<u128>, slot: Arc<Slot>, _cause: moka::notification::RemovalCause| refunder.evicted(slot)
         };
+        // Each slot weighs its bytes, but at least `max_bytes / max_keys`, so
+        // both bounds hold with one capacity.
+        let floor = settings.max_bytes.div_ceil(settings.max_keys.max(1)).max(1);
         let slots = moka::sync::Cache::builder()
-            .max_capacity(settings.max_keys)
+            .max_capacity(settings.max_bytes)
+            .weigher(move |_id: &u128, slot: &Arc<Slot>| -> u32 {
+                u32::try_from(slot.bytes().max(floor)).unwrap_or(u32::MAX)
+            })
             .time_to_idle(settings.idle)
             .eviction_listener(listener)
             .build();

@@ -79,8 +79,11 @@ impl LimitSettings {
 /// Daemon-wide lease-cache settings (from `[lease]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSettings {
-    /// The most keys with a slot in memory (moka's `max_capacity`).
+    /// The most keys with a slot in memory.
     pub max_keys: u64,
+    /// The most bytes the slots may hold (their keys included); whichever of
+    /// this and `max_keys` binds first evicts.
+    pub max_bytes: u64,
     /// A slot unused this long is evicted (its units go back).
     pub idle: Duration,
     /// The longest one store call may take before it counts as unavailable.
@@ -93,6 +96,7 @@ impl Default for CacheSettings {
     fn default() -> Self {
         Self {
             max_keys: 1_000_000,
+            max_bytes: 256 << 20,
             idle: Duration::from_secs(60),
             store_timeout: Duration::from_millis(500),
             breaker: BreakerSettings::default(),

@@ -14,6 +14,10 @@ use super::stats::{add, LeaseStats};
 /// follows a key's traffic within a few renewals without chasing one outlier.
 pub(super) const DEMAND_EWMA_WEIGHT: f64 = 0.5;
 
+/// Bytes a slot costs beyond its struct and strings: the `Arc`, the cache's
+/// entry and its bookkeeping (an estimate, measured as RSS growth per key).
+const SLOT_OVERHEAD: usize = 160;
+
 /// An `f64` in an atomic.
 #[derive(Debug)]
 pub(super) struct AtomicF64(AtomicU64);
@@ -110,6 +114,15 @@ impl Slot {
             refill: tokio::sync::Mutex::new(()),
             evicted: AtomicBool::new(false),
         }
+    }
+
+    /// Memory the slot holds: the struct, its strings, the cache's entry.
+    pub(super) fn bytes(&self) -> u64 {
+        let scope = match &self.scope {
+            OwnedScope::Tenant(t) => t.len(),
+            _ => 0,
+        };
+        (std::mem::size_of::<Self>() + SLOT_OVERHEAD + self.limit.len() + self.key.len() + scope) as u64
     }
 
     /// Whether this slot is the one for `(scope, limit, key)` (not a hash collision).
