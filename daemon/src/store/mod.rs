@@ -23,6 +23,7 @@ mod error;
 pub mod fault;
 pub mod guard;
 pub mod memory;
+pub mod update;
 
 /// How often expired records are collected in stores without a native TTL.
 pub const COLLECT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
