@@ -89,15 +89,30 @@ pub fn apply(alg: &Algorithm, state: Option<&State>, now: f64, op: Op) -> (Appli
             let back = back.map(|b| b.1);
             let base = back.as_ref().or(state);
             let until = alg.window_end_ms(now).map_or(now + lease_ms, |end| end.min(now + lease_ms));
-            let (granted, taken) = alg.take_lease(base, now, want, min, until);
-            let d = match &taken {
-                Some(t) => {
-                    lease = Some(LeaseTerm { taken_at_ms: now, until_ms: until });
-                    Decision { allowed: true, ..alg.status(Some(t), now) }
-                }
-                None => alg.decide(base, now, min.max(1)).0,
+            // The `min` units the caller spends at once are consumed now, like
+            // a decision; only the rest goes out on lease. A cold key that
+            // leases exactly its cost then holds nothing out at all.
+            let consumed = match min {
+                0 => Some(None),
+                _ => match alg.decide(base, now, min) {
+                    (d, after) if d.allowed => Some(after),
+                    _ => None,
+                },
             };
-            (granted, d, taken.or(back))
+            if let Some(after) = consumed {
+                let (extra, taken) = match want.saturating_sub(min) {
+                    0 => (0, None),
+                    more => alg.take_lease(after.as_ref().or(base), now, more, 0, until),
+                };
+                if extra > 0 {
+                    lease = Some(LeaseTerm { taken_at_ms: now, until_ms: until });
+                }
+                let next = taken.or(after).or(back);
+                let d = Decision { allowed: true, ..alg.status(next.as_ref().or(state), now) };
+                (min + extra, d, next)
+            } else {
+                (0, alg.decide(base, now, min.max(1)).0, back)
+            }
         }
         Op::Refund { n, lease } => {
             let (accepted, next) = alg.end_lease(state, now, lease, n);
@@ -124,13 +139,15 @@ mod tests {
         let alg = bucket();
         let (a, s) = apply(&alg, None, T0, Op::Take { want: 10, min: 1, lease_ms: 1_000.0, give_back: None });
         assert_eq!((a.granted, a.lease), (10, Some(LeaseTerm { taken_at_ms: T0, until_ms: T0 + 1_000.0 })));
+        // One unit (the caller's cost) was consumed at once: 9 are out.
         let give_back = Some((4, a.lease.unwrap()));
         let (b, s2) = apply(&alg, s.as_ref(), T0 + 100.0, Op::Take { want: 10, min: 1, lease_ms: 1_000.0, give_back });
         assert_eq!(b.returned, 4);
         assert_eq!(b.granted, 10);
-        // 10 left; the 2 that refilled meanwhile are held back by the 10 out
-        // (cap 20 - 10); 4 come back (14, 6 out); 10 are leased: 4 remain.
-        assert_eq!(b.decision.remaining, 4, "{:?}", b.decision);
+        // 10 left; the 2 that refilled meanwhile fit under the cap (20 − 9
+        // out = 11): 11; ending the lease gives 4 back and closes it (15,
+        // none out); 10 are taken (1 spent, 9 out): 5 remain.
+        assert_eq!(b.decision.remaining, 5, "{:?}", b.decision);
         assert!(s2.is_some());
     }
 
@@ -138,11 +155,22 @@ mod tests {
     fn units_leased_do_not_refill_while_out() {
         let alg = bucket();
         let (_, s) = apply(&alg, None, T0, Op::Take { want: 20, min: 1, lease_ms: 1_000.0, give_back: None });
-        // Half a second later ten units have refilled, but twenty are still out.
+        // Half a second later ten units have refilled, but nineteen are still
+        // out (one was the caller's, consumed at once): one fits.
         let (a, _) = apply(&alg, s.as_ref(), T0 + 500.0, Op::Status);
-        assert_eq!(a.decision.remaining, 0);
+        assert_eq!(a.decision.remaining, 1);
         let (a, _) = apply(&alg, s.as_ref(), T0 + 1_500.0, Op::Status);
-        assert_eq!(a.decision.remaining, 10, "refill resumes when the lease ends");
+        // The one refilled by then, plus 500 ms of refill since the lease ended.
+        assert_eq!(a.decision.remaining, 11, "refill resumes when the lease ends");
+    }
+
+    #[test]
+    fn a_lease_of_exactly_the_cost_holds_nothing_out() {
+        let alg = Algorithm::from_json(r#"{"algorithm":"gcra","limit":1,"period":"1s"}"#).unwrap();
+        let (a, s) = apply(&alg, None, T0, Op::Take { want: 1, min: 1, lease_ms: 2_000.0, give_back: None });
+        assert_eq!((a.granted, a.lease), (1, None));
+        let (st, _) = apply(&alg, s.as_ref(), T0 + 1_000.0, Op::Status);
+        assert_eq!(st.decision.remaining, 1, "refilled after one period, not held until the lease term");
     }
 
     #[test]
@@ -161,7 +189,8 @@ mod tests {
         let (r, s) = apply(&alg, s.as_ref(), T0 + 500.0, Op::Refund { n: 0, lease: a.lease.unwrap() });
         assert_eq!(r.returned, 0);
         let (st, _) = apply(&alg, s.as_ref(), T0 + 1_000.0, Op::Status);
-        assert_eq!(st.decision.remaining, 10, "refilled for 500 ms since the end, not held until 10 s");
+        // 1 refilled under the cap (20 − 19 out) before the end, then 10 in 500 ms.
+        assert_eq!(st.decision.remaining, 11, "refilled for 500 ms since the end, not held until 10 s");
     }
 
     #[test]
