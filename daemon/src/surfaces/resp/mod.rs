@@ -15,7 +15,6 @@ use tokio::task::JoinSet;
 
 use crate::app::App;
 
-
 /// Binds the socket at `path`: creates its directory, replaces a stale socket
 /// file (one no daemon answers on), refuses to steal a live one, and makes it
 /// readable and writable by its owner and group only (0660).

@@ -26,8 +26,12 @@ fn cl_throttle_settings(max_burst: u64, count: u64, period_s: u64) -> Result<(St
         return Err("period must be at least 1 second".into());
     }
     let alg = Algorithm::Gcra(
-        leasehold_core::algorithms::Gcra::new(count, DurationMs(period_s.saturating_mul(1000)), Some(max_burst.saturating_add(1)))
-            .map_err(|e| e.to_string())?,
+        leasehold_core::algorithms::Gcra::new(
+            count,
+            DurationMs(period_s.saturating_mul(1000)),
+            Some(max_burst.saturating_add(1)),
+        )
+        .map_err(|e| e.to_string())?,
     );
     Ok((format!("cl:{max_burst}:{count}:{period_s}"), LimitSettings::new(alg)))
 }

@@ -24,7 +24,6 @@ use redis_protocol::resp2::types::BytesFrame;
 use crate::app::App;
 use crate::lease::{CheckError, Served, Verdict};
 
-
 pub(super) fn error(msg: impl Into<String>) -> BytesFrame {
     BytesFrame::Error(msg.into().into())
 }
