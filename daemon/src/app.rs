@@ -51,6 +51,7 @@ impl App {
 
     /// As [`App::new`], over a store of the caller's (tests, fault injection).
     pub fn with_store(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        crate::store::spawn_collector(&store, clock.clone());
         let cas = Cas::new(store, clock, config.store.cas_settings());
         let limits: HashMap<_, _> = config.limits.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let leases = LeaseCache::new(limits, cas, config.lease.cache);
