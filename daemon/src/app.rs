@@ -75,9 +75,16 @@ impl App {
         snapshot(&self.leases)
     }
 
-    /// Offers a decision to the dashboard's sketch and sample (cheap; never blocks).
+    /// Offers a decision to the dashboard's sketch and sample (cheap; never
+    /// blocks), for a caller without a tenant (the socket, HTTP without keys).
     pub fn observe(&self, limit: &str, key: &str, v: &crate::lease::Verdict) {
-        self.events.observer.observe(limit, key, v);
+        self.events.observer.observe(None, limit, key, v);
+    }
+
+    /// As [`App::observe`], for a caller of `tenant` (`key` as the caller
+    /// sent it, not yet scoped): the dashboard shows it to that tenant only.
+    pub fn observe_for(&self, tenant: Option<&str>, limit: &str, key: &str, v: &crate::lease::Verdict) {
+        self.events.observer.observe(tenant, limit, key, v);
     }
 
     /// Whether the store answers now (for `/ready`).

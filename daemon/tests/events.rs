@@ -26,7 +26,8 @@ impl Sse {
     async fn open(d: &Daemon, headers: &str) -> Self {
         let mut s = TcpStream::connect(d.http).await.unwrap();
         s.write_all(
-            format!("GET /v1/events HTTP/1.1\r\nhost: t\r\naccept: text/event-stream\r\n{headers}\r\n").as_bytes(),
+            format!("GET /v1/events HTTP/1.1\r\nhost: {}\r\naccept: text/event-stream\r\n{headers}\r\n", d.http)
+                .as_bytes(),
         )
         .await
         .unwrap();
@@ -110,7 +111,7 @@ async fn a_stalled_reader_does_not_block_decisions() {
     let d = Daemon::start(CONFIG).await;
     // A client that subscribes and never reads.
     let mut stalled = TcpStream::connect(d.http).await.unwrap();
-    stalled.write_all(b"GET /v1/events HTTP/1.1\r\nhost: t\r\n\r\n").await.unwrap();
+    stalled.write_all(format!("GET /v1/events HTTP/1.1\r\nhost: {}\r\n\r\n", d.http).as_bytes()).await.unwrap();
     // Decisions keep flowing across many ticks while it sits there.
     let done = tokio::time::timeout(Duration::from_secs(60), async {
         for _ in 0..30 {
@@ -141,8 +142,9 @@ async fn a_client_resuming_with_last_event_id_gets_what_it_missed() {
 }
 
 #[tokio::test]
-async fn beyond_loopback_the_dashboard_needs_a_dashboard_key() {
+async fn with_keys_the_dashboard_needs_a_dashboard_key_and_keys_can_be_hashed() {
     use axum::body::Body;
+    use axum::extract::connect_info::MockConnectInfo;
     use axum::http::Request;
     use tower::ServiceExt;
     let toml = r#"
@@ -168,22 +170,25 @@ tenant = "app"
         std::sync::Arc::new(leasehold::store::memory::MemoryStore::new()),
         std::sync::Arc::new(leasehold_core::SystemClock),
     );
+    let router = leasehold::surfaces::http::router(app.clone())
+        .layer(MockConnectInfo(std::net::SocketAddr::from(([203, 0, 113, 9], 40000))));
     let get = |uri: &str, key: Option<&str>| {
-        let mut r = Request::get(uri).body(Body::empty()).unwrap();
+        let mut r = Request::get(uri).header("host", "leasehold.example:7070").body(Body::empty()).unwrap();
         if let Some(k) = key {
             r.headers_mut().insert("x-api-key", k.parse().unwrap());
         }
         r
     };
     let status = |r: Request<Body>| {
-        let router = leasehold::surfaces::http::router(app.clone());
+        let router = router.clone();
         async move { router.oneshot(r).await.unwrap().status().as_u16() }
     };
-    assert_eq!(status(get("/", None)).await, 401);
+    assert_eq!(status(get("/", None)).await, 200, "the page is a shell that asks for a key");
     assert_eq!(status(get("/v1/events", None)).await, 401);
-    assert_eq!(status(get("/", Some("checker-key-1"))).await, 403);
-    assert_eq!(status(get("/", Some("watcher-key-1"))).await, 200);
-    assert_eq!(status(get("/v1/limits?key=watcher-key-1", None)).await, 200, "?key= for EventSource");
+    assert_eq!(status(get("/v1/limits", None)).await, 401);
+    assert_eq!(status(get("/v1/limits", Some("checker-key-1"))).await, 403);
+    assert_eq!(status(get("/v1/limits", Some("watcher-key-1"))).await, 200);
+    assert_eq!(status(get("/v1/limits?key=watcher-key-1", None)).await, 401, "no keys in URLs");
     // Hashed keys in events.
     let v = app.leases.check(Check { limit: "login", key: "alice@example.com", cost: 1 }).await.unwrap();
     for _ in 0..8 {

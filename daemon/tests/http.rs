@@ -191,3 +191,24 @@ async fn a_real_server_on_port_zero_speaks_http() {
     assert!(body.contains("\"remaining\":2"), "{body}");
     d.stop().await;
 }
+
+#[tokio::test]
+async fn keys_and_limit_names_longer_than_max_key_bytes_are_422() {
+    let (app, _) = app(CONFIG);
+    let (longest, too_long) = ("k".repeat(512), "k".repeat(513));
+    let key_err = "key is 513 bytes; the limit is 512 (server.max_key_bytes)";
+    let name_err = "limit name is 513 bytes; the limit is 512 (server.max_key_bytes)";
+    let cases = [
+        (post(&format!(r#"{{"limit":"api","key":"{too_long}"}}"#)), key_err),
+        (post(&format!(r#"{{"limit":"{too_long}","key":"k"}}"#)), name_err),
+        (Request::get(format!("/v1/status/api/{too_long}")).body(Body::empty()).unwrap(), key_err),
+        (Request::get(format!("/v1/status/{too_long}/k")).body(Body::empty()).unwrap(), name_err),
+    ];
+    for (req, needle) in cases {
+        let (status, _, body) = call(&app, req).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["error"], needle);
+    }
+    let (status, _, body) = call(&app, post(&format!(r#"{{"limit":"api","key":"{longest}"}}"#))).await;
+    assert_eq!(status, StatusCode::OK, "512 bytes is fine: {body}");
+}

@@ -3,11 +3,15 @@
 //!
 //! ```toml
 //! [store]            # kind = "embedded" | "memory" | "dynamodb"; path; table, endpoint, region, prefix, hash_key, max_retries
-//! [server]           # socket, http, max_connections
+//! [server]           # socket, http, max_connections, max_key_bytes
 //! [lease]            # ttl, horizon, max, max_keys, idle, store_timeout, breaker_failures, breaker_open_for
 //! [limits.api]       # algorithm = "gcra", limit = 1000, period = "60s", burst = 100, mode = "leased", fail = "closed"
-//! [[auth.keys]]      # key = "...", tenant = "acme", permissions = ["check", "status", "metrics", "dashboard"]
+//! [auth]             # hash_keys_in_events, allow_open
+//! [[auth.keys]]      # key = "..." (or key_sha256 = "<hex>"), tenant = "acme", permissions = ["check", "status", "metrics", "dashboard"]
 //! ```
+//!
+//! HTTP on an address beyond loopback needs `[[auth.keys]]`, or
+//! `auth.allow_open = true` to say an open API is meant.
 //!
 //! Environment: `LEASEHOLD_<SECTION>_<FIELD>` overrides `[section] field`
 //! (e.g. `LEASEHOLD_STORE_KIND=memory`, `LEASEHOLD_SERVER_HTTP=0.0.0.0:7070`,
@@ -18,14 +22,15 @@ mod lease;
 mod server;
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use thiserror::Error;
 
-pub use auth::{ApiKey, AuthConfig, Permission};
+pub use auth::{sha256, ApiKey, AuthConfig, Permission};
 pub use lease::{LeaseConfig, LeaseMax};
-pub use server::ServerConfig;
+pub use server::{default_socket, ServerConfig, DEFAULT_MAX_KEY_BYTES};
 
 use crate::lease::settings::LimitSettings;
 use crate::store::StoreConfig;
@@ -155,6 +160,12 @@ impl Config {
         if server.http.parse::<std::net::SocketAddr>().is_err() {
             return Err(invalid("server.http", format!("{:?} is not an address like 127.0.0.1:7070", server.http)));
         }
+        if !(1..=MAX_KEY_BYTES_CEILING).contains(&server.max_key_bytes) {
+            return Err(invalid(
+                "server.max_key_bytes",
+                format!("must be from 1 to {MAX_KEY_BYTES_CEILING} bytes, got {}", server.max_key_bytes),
+            ));
+        }
         let lease = LeaseConfig::parse(section(&mut table, "lease")?)?;
         let auth = AuthConfig::parse(section(&mut table, "auth")?)?;
         let mut limits = BTreeMap::new();
@@ -170,8 +181,84 @@ impl Config {
             }
             limits.insert(name.clone(), lease.limit(&name, t)?);
         }
+        check_store_key_size(&store, &server, &limits, &auth)?;
+        if let Ok(addr) = server.http.parse() {
+            check_http_exposure(addr, &auth)?;
+        }
         Ok(Self { store, server, lease, limits, auth })
     }
+
+    /// Checks that serving HTTP on `addr` (the address actually bound, which
+    /// a command-line flag may have changed) does not open the API to the
+    /// network by accident; see [`check_http_exposure`].
+    ///
+    /// # Errors
+    /// As [`check_http_exposure`].
+    pub fn check_http_exposure(&self, addr: SocketAddr) -> Result<(), ConfigError> {
+        check_http_exposure(addr, &self.auth)
+    }
+}
+
+/// Whether `ip` is a loopback address (IPv4-mapped IPv6 ones included).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+/// HTTP beyond loopback with no API keys would let anyone who can reach the
+/// port spend every key's budget and read `/metrics`: refused unless
+/// `auth.allow_open = true` says it is meant.
+///
+/// # Errors
+/// A [`ConfigError`] on `server.http` saying why and what to do.
+pub fn check_http_exposure(addr: SocketAddr, auth: &AuthConfig) -> Result<(), ConfigError> {
+    if is_loopback(addr.ip()) || !auth.keys.is_empty() || auth.allow_open {
+        return Ok(());
+    }
+    Err(invalid(
+        "server.http",
+        format!(
+            "{addr} is reachable from other hosts, and with no [[auth.keys]] anyone who can reach it could call \
+             /v1/check, /v1/status and /metrics; add API keys, listen on 127.0.0.1, or set auth.allow_open = true \
+             to serve an open API on purpose"
+        ),
+    ))
+}
+
+/// The largest `server.max_key_bytes` accepted: half of DynamoDB's 2048-byte
+/// partition-key limit, leaving the other half for the prefix, the limit name
+/// and the tenant.
+pub const MAX_KEY_BYTES_CEILING: usize = 1024;
+
+/// DynamoDB's largest partition key, in bytes.
+const STORE_KEY_MAX: usize = 2048;
+
+/// The longest limit name `CL.THROTTLE` makes: `cl:<u64>:<u64>:<u64>`.
+const CL_THROTTLE_NAME_MAX: usize = "cl:".len() + 3 * 20 + 2;
+
+/// Checks that the longest store key a client can cause,
+/// `<prefix>:<limit>:<tenant>:<key>`, fits DynamoDB's 2048-byte partition key.
+fn check_store_key_size(
+    store: &StoreConfig,
+    server: &ServerConfig,
+    limits: &BTreeMap<String, LimitSettings>,
+    auth: &AuthConfig,
+) -> Result<(), ConfigError> {
+    let limit = limits.keys().map(String::len).max().unwrap_or(0).max(CL_THROTTLE_NAME_MAX);
+    let tenant = auth.keys.iter().map(|k| k.tenant.len() + 1).max().unwrap_or(0);
+    let worst = store.prefix.len() + 1 + limit + 1 + tenant + server.max_key_bytes;
+    if worst > STORE_KEY_MAX {
+        return Err(invalid(
+            "server.max_key_bytes",
+            format!(
+                "{} bytes of key after store.prefix ({} bytes), the longest limit name ({limit}) and tenant ({}) make \
+                 store keys of up to {worst} bytes; DynamoDB allows {STORE_KEY_MAX}",
+                server.max_key_bytes,
+                store.prefix.len(),
+                tenant.saturating_sub(1)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Applies `LEASEHOLD_<SECTION>_<FIELD>` overrides.
@@ -256,9 +343,20 @@ mod tests {
             ("[lease]\nspeed = 3", "lease.speed"),
             ("[server]\nhttp = \"localhost\"", "server.http"),
             ("[server]\nmax_connections = 0", "server.max_connections"),
+            ("[server]\nmax_key_bytes = 0", "server.max_key_bytes"),
+            ("[server]\nmax_key_bytes = 1025", "server.max_key_bytes"),
             ("[store]\nprefix = \"a:b\"", "store.prefix"),
             ("[limitz.a]\nx = 1", "limitz"),
             ("[[auth.keys]]\nkey = \"short\"\ntenant = \"t\"", "auth.keys[0].key"),
+            ("[[auth.keys]]\ntenant = \"t\"", "auth.keys[0].key"),
+            ("[[auth.keys]]\nkey_sha256 = \"abc\"\ntenant = \"t\"", "auth.keys[0].key_sha256"),
+            ("[[auth.keys]]\nkey = \"long-enough\"\nkey_sha256 = \"00\"\ntenant = \"t\"", "auth.keys[0].key_sha256"),
+            (
+                "[[auth.keys]]\nkey = \"same-key-1\"\ntenant = \"a\"\n[[auth.keys]]\nkey = \"same-key-1\"\ntenant = \"b\"",
+                "auth.keys[1].key",
+            ),
+            ("[server]\nhttp = \"0.0.0.0:7070\"", "server.http"),
+            ("[server]\nhttp = \"[::]:7070\"", "server.http"),
             (
                 "[[auth.keys]]\nkey = \"long-enough\"\ntenant = \"t\"\npermissions = [\"root\"]",
                 "auth.keys[0].permissions",
@@ -276,5 +374,52 @@ mod tests {
         }
         let err = Config::load(Some(Path::new("/nonexistent/leasehold.toml")), []).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/leasehold.toml"), "{err}");
+    }
+
+    #[test]
+    fn api_keys_may_be_given_as_digests_and_are_found_by_digest() {
+        // `printf %s secret-key-1 | sha256sum`
+        let hex = "a6c1eaef9d5f23f4e13d9b574cbbe07ae877227d92be87d077005dc6776bcdcc";
+        let c = load(&format!(
+            "[[auth.keys]]\nkey_sha256 = \"{}\"\ntenant = \"a\"\n[[auth.keys]]\nkey = \"other-key-2\"\ntenant = \"b\"",
+            hex.to_uppercase()
+        ))
+        .unwrap();
+        assert_eq!(c.auth.find(b"secret-key-1").map(|k| k.tenant.as_str()), Some("a"));
+        assert_eq!(c.auth.find(b"other-key-2").map(|k| k.tenant.as_str()), Some("b"));
+        assert!(c.auth.find(b"secret-key-").is_none() && c.auth.find(b"").is_none());
+        let dup = format!("[[auth.keys]]\nkey = \"secret-key-1\"\ntenant = \"a\"\n[[auth.keys]]\nkey_sha256 = \"{hex}\"\ntenant = \"b\"");
+        match load(&dup) {
+            Err(ConfigError::Invalid { field, reason }) => {
+                assert_eq!(field, "auth.keys[1].key_sha256");
+                assert!(reason.contains("auth.keys[0]"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn http_beyond_loopback_needs_keys_or_allow_open() {
+        let err = load("[server]\nhttp = \"0.0.0.0:7070\"").unwrap_err().to_string();
+        assert!(err.contains("server.http") && err.contains("auth.allow_open = true"), "{err}");
+        assert!(load("[server]\nhttp = \"0.0.0.0:7070\"\n[auth]\nallow_open = true").is_ok());
+        assert!(load("[server]\nhttp = \"0.0.0.0:7070\"\n[[auth.keys]]\nkey = \"long-enough\"\ntenant = \"t\"").is_ok());
+        for loopback in ["127.0.0.1:7070", "127.8.9.10:0", "[::1]:7070", "[::ffff:127.0.0.1]:7070"] {
+            assert!(load(&format!("[server]\nhttp = \"{loopback}\"")).is_ok(), "{loopback}");
+        }
+    }
+
+    #[test]
+    fn the_longest_key_a_client_can_send_fits_a_dynamodb_key() {
+        assert_eq!(load("").unwrap().server.max_key_bytes, 512);
+        assert!(load("[server]\nmax_key_bytes = 1024").is_ok());
+        let long_prefix = format!("[server]\nmax_key_bytes = 1024\n[store]\nprefix = \"{}\"", "p".repeat(1000));
+        match load(&long_prefix) {
+            Err(ConfigError::Invalid { field, reason }) => {
+                assert_eq!(field, "server.max_key_bytes");
+                assert!(reason.contains("DynamoDB allows 2048"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

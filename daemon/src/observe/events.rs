@@ -28,6 +28,8 @@ pub const HOT_WINDOW: Duration = Duration::from_secs(10);
 const SAMPLE_EVERY: u64 = 4;
 /// Space-Saving capacity: the sketch never tracks more keys than this.
 const SKETCH_CAPACITY: usize = 128;
+/// Hot keys a viewer is shown.
+pub const HOT_SHOWN: usize = 10;
 /// Recent decisions kept between ticks (the sample's rate bound: 20 per tick).
 const RECENT_MAX: usize = 20;
 /// Events kept for clients resuming with `Last-Event-ID`: 10 s of ticks,
@@ -39,9 +41,14 @@ const CHANNEL: usize = 16;
 /// One sampled decision, as the dashboard shows it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Recent {
+    /// The tenant of the API key that asked (`None`: the socket, or HTTP
+    /// without keys). Not sent: the surface shows each viewer its own.
+    #[serde(skip)]
+    pub tenant: Option<String>,
     /// The limit.
     pub limit: String,
-    /// The key (hashed when `auth.hash_keys_in_events` is on).
+    /// The key, as stored (`<tenant>:<key>` for a tenant's), its caller's part
+    /// hashed when `auth.hash_keys_in_events` is on.
     pub key: String,
     /// Allowed or not.
     pub allowed: bool,
@@ -52,7 +59,10 @@ pub struct Recent {
 /// A hot key in a `stats` event.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct HotKey {
-    /// `limit/key`.
+    /// The tenant whose key it is, as in [`Recent::tenant`]. Not sent.
+    #[serde(skip)]
+    pub tenant: Option<String>,
+    /// `limit/key`, the key as in [`Recent::key`].
     pub key: String,
     /// Sampled decisions over the window, scaled back to an estimate.
     pub decisions: u64,
@@ -102,7 +112,9 @@ pub struct Stats {
     pub breaker: &'static str,
     /// Keys with a slot in the lease cache.
     pub l1_keys: u64,
-    /// Top 10 keys over the last window.
+    /// Every key the sketch tracks over the last window, heaviest first (at
+    /// most its capacity); a surface shows each viewer the top
+    /// [`HOT_SHOWN`] of the keys it may see.
     pub hot_keys: Vec<HotKey>,
     /// Decisions sampled since the last event.
     pub recent: Vec<Recent>,
@@ -131,39 +143,50 @@ impl Observer {
         }
     }
 
-    fn shown(&self, key: &str) -> String {
+    /// Writes the key as shown: `<tenant>:` (if any), then the caller's key
+    /// or its hash.
+    fn write_key(&self, out: &mut String, tenant: Option<&str>, key: &str) {
+        if let Some(t) = tenant {
+            out.push_str(t);
+            out.push(':');
+        }
         if self.hash_keys {
-            format!("#{:016x}", self.hasher.hash_one(key))
+            use std::fmt::Write;
+            let _ = write!(out, "#{:016x}", self.hasher.hash_one(key));
         } else {
-            key.to_string()
+            out.push_str(key);
         }
     }
 
-    /// Offers one decision: sampled, and skipped rather than waited for.
-    pub fn observe(&self, limit: &str, key: &str, v: &Verdict) {
+    /// Offers one decision on `key` as its caller sent it, by `tenant` (the
+    /// API key's; `None` for the socket and for HTTP without keys): sampled,
+    /// and skipped rather than waited for.
+    pub fn observe(&self, tenant: Option<&str>, limit: &str, key: &str, v: &Verdict) {
         if !self.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(SAMPLE_EVERY) {
             return;
         }
         if let Ok(mut guard) = self.hot.try_lock() {
-            // Build `limit/key` in the scratch buffer: a key already tracked costs no allocation.
+            // Build `<tenant>\0limit/key` in the scratch buffer: a key already
+            // tracked costs no allocation. A tenant holds no control character,
+            // so the first NUL ends it.
             let (sketch, _, scratch) = &mut *guard;
             scratch.clear();
+            scratch.push_str(tenant.unwrap_or(""));
+            scratch.push('\0');
             scratch.push_str(limit);
             scratch.push('/');
-            if self.hash_keys {
-                use std::fmt::Write;
-                let _ = write!(scratch, "#{:016x}", self.hasher.hash_one(key));
-            } else {
-                scratch.push_str(key);
-            }
+            self.write_key(scratch, tenant, key);
             sketch.offer(scratch, SAMPLE_EVERY);
         }
         if let Ok(mut recent) = self.recent.try_lock() {
             if recent.len() < RECENT_MAX {
                 let served = v.served.name();
+                let mut shown = String::new();
+                self.write_key(&mut shown, tenant, key);
                 recent.push_back(Recent {
+                    tenant: tenant.map(str::to_string),
                     limit: limit.to_string(),
-                    key: self.shown(key),
+                    key: shown,
                     allowed: v.decision.allowed,
                     served,
                 });
@@ -174,7 +197,16 @@ impl Observer {
     fn take(&self) -> (Vec<HotKey>, Vec<Recent>) {
         let hot = {
             let mut hot = self.hot.lock().expect("sketch lock");
-            let top = hot.0.top(10).into_iter().map(|(key, decisions)| HotKey { key, decisions }).collect();
+            let top = hot
+                .0
+                .top(SKETCH_CAPACITY)
+                .into_iter()
+                .map(|(tracked, decisions)| {
+                    let (tenant, key) = tracked.split_once('\0').unwrap_or(("", &tracked));
+                    let tenant = (!tenant.is_empty()).then(|| tenant.to_string());
+                    HotKey { tenant, key: key.to_string(), decisions }
+                })
+                .collect();
             if hot.1.elapsed() >= HOT_WINDOW {
                 hot.0 = SpaceSaving::new(SKETCH_CAPACITY);
                 hot.1 = Instant::now();

@@ -10,3 +10,16 @@
 pub mod http;
 pub mod resp;
 pub mod server;
+
+/// Refuses a client's rate-limit key or limit name longer than
+/// `server.max_key_bytes`, with a message every surface shows as is:
+/// `key is 600 bytes; the limit is 512 (server.max_key_bytes)`.
+///
+/// # Errors
+/// The message, when `value` is longer than `max` bytes.
+pub fn check_length(what: &str, value: &[u8], max: usize) -> Result<(), String> {
+    if value.len() > max {
+        return Err(format!("{what} is {} bytes; the limit is {max} (server.max_key_bytes)", value.len()));
+    }
+    Ok(())
+}

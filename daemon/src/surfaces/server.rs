@@ -2,6 +2,7 @@
 //! stops accepting, finishes in-flight requests and gives leases back.
 
 use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use tokio::net::{TcpListener, UnixListener};
@@ -18,8 +19,14 @@ pub struct Stopped {
 
 /// Serves RESP on `unix` and HTTP on `http` until `shutdown` resolves.
 ///
+/// HTTP is served with each connection's peer address, which decides who is
+/// local (see [`super::http::access`]).
+///
 /// # Errors
-/// An I/O error from the HTTP server.
+/// Before serving: `http` is bound beyond loopback with no API keys and no
+/// `auth.allow_open` (a command-line address bypasses the config file's
+/// check, so it is made again on the address actually bound). Later: an I/O
+/// error from the HTTP server.
 pub async fn serve(
     app: App,
     unix: UnixListener,
@@ -27,11 +34,18 @@ pub async fn serve(
     http: TcpListener,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<Stopped> {
+    if let Err(e) = app.config.check_http_exposure(http.local_addr()?) {
+        if let Some(path) = &socket_path {
+            super::resp::remove_socket(path);
+        }
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, e.to_string()));
+    }
     let (stop, stopping) = watch::channel(false);
     let resp = tokio::spawn(super::resp::serve(unix, app.clone(), stopping.clone()));
     let mut http_stopping = stopping.clone();
+    let service = super::http::router(app.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let http = tokio::spawn(
-        axum::serve(http, super::http::router(app.clone()))
+        axum::serve(http, service)
             .with_graceful_shutdown(async move {
                 let _ = http_stopping.wait_for(|s| *s).await;
             })
@@ -44,7 +58,7 @@ pub async fn serve(
     let _ = resp.await;
     let served = http.await.map_err(std::io::Error::other)?;
     if let Some(path) = socket_path {
-        let _ = std::fs::remove_file(path);
+        super::resp::remove_socket(&path);
     }
     let refunded = app.leases.shutdown().await;
     tracing::info!(refunded, "leases given back");

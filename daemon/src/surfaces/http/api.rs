@@ -16,6 +16,7 @@ use crate::app::App;
 use crate::config::Permission;
 use crate::lease::{Check, CheckError, Served, Verdict};
 use crate::store::StoreUnavailable;
+use crate::surfaces::check_length;
 
 /// The body of `POST /v1/check`.
 #[derive(Debug, Deserialize)]
@@ -86,6 +87,14 @@ fn answer(v: Verdict) -> Result<Response, ApiError> {
     Ok(r)
 }
 
+/// 422 for a limit name or key longer than `server.max_key_bytes`.
+fn bounded(app: &App, limit: &str, key: &str) -> Result<(), ApiError> {
+    let max = app.config.server.max_key_bytes;
+    check_length("limit name", limit.as_bytes(), max)
+        .and_then(|()| check_length("key", key.as_bytes(), max))
+        .map_err(ApiError::Unprocessable)
+}
+
 pub(super) async fn check(
     State(app): State<App>,
     headers: HeaderMap,
@@ -98,12 +107,13 @@ pub(super) async fn check(
         JsonRejection::JsonDataError(e) => ApiError::Unprocessable(e.body_text()),
         other => ApiError::Malformed(other.body_text()),
     })?;
+    bounded(&app, &body.limit, &body.key)?;
     let key = scoped(tenant, &body.key);
     let start = Instant::now();
     let v = app.leases.check(Check { limit: &body.limit, key: &key, cost: body.cost }).await;
     app.metrics.http_latency.record(start.elapsed());
     let v = v.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
-    app.observe(&body.limit, &key, &v);
+    app.observe_for(tenant.map(|t| t.tenant.as_str()), &body.limit, &body.key, &v);
     answer(v)
 }
 
@@ -113,6 +123,7 @@ pub(super) async fn status(
     Path((limit, key)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let tenant = authorize(&app, &headers, Permission::Status)?;
+    bounded(&app, &limit, &key)?;
     let key = scoped(tenant, &key);
     let v = app.leases.status(&limit, &key).await.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
     answer(v)

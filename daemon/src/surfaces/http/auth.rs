@@ -1,5 +1,10 @@
 //! API keys: who is calling, what they may do, and the tenant their
 //! rate-limit keys are scoped to.
+//!
+//! A key is read from `Authorization: Bearer <key>` or `X-Api-Key: <key>`,
+//! never from the URL (URLs end up in logs, histories and `Referer` headers).
+//! It is found by comparing its SHA-256 digest with every configured one in
+//! constant time ([`crate::config::AuthConfig::find`]).
 
 use axum::http::HeaderMap;
 
@@ -7,27 +12,31 @@ use super::error::ApiError;
 use crate::app::App;
 use crate::config::{ApiKey, Permission};
 
-/// The API key presented, if keys are configured; `Ok(None)` when they are not.
-///
-/// # Errors
-/// 401 or 403 as above.
-pub fn authorize<'a>(
-    app: &'a App,
-    headers: &HeaderMap,
-    permission: Permission,
-) -> Result<Option<&'a ApiKey>, ApiError> {
-    let keys = &app.config.auth.keys;
-    if keys.is_empty() {
-        return Ok(None);
-    }
-    let presented = headers
+/// The API key in the request's headers, if any.
+pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(str::trim)
-        .ok_or(ApiError::Unauthorized)?;
-    let key = keys.iter().find(|k| k.key == presented).ok_or(ApiError::Unauthorized)?;
+}
+
+/// The API key presented, if keys are configured; `Ok(None)` when they are not.
+///
+/// # Errors
+/// 401 when no key or an unknown one is presented; 403 when it lacks `permission`.
+pub fn authorize<'a>(
+    app: &'a App,
+    headers: &HeaderMap,
+    permission: Permission,
+) -> Result<Option<&'a ApiKey>, ApiError> {
+    let auth = &app.config.auth;
+    if auth.keys.is_empty() {
+        return Ok(None);
+    }
+    let presented = presented_key(headers).ok_or(ApiError::Unauthorized)?;
+    let key = auth.find(presented.as_bytes()).ok_or(ApiError::Unauthorized)?;
     if key.may(permission) {
         Ok(Some(key))
     } else {

@@ -24,8 +24,15 @@ pub enum ApiError {
     Forbidden(Permission),
     /// 404: no such limit.
     UnknownLimit(String),
+    /// 403: the caller is not on this machine (or its page is from another
+    /// origin), and without API keys that is required; the message says why.
+    NotLocal(String),
+    /// 400: a session was asked for, but no API keys are configured.
+    NoKeys,
     /// 503: the store is unavailable and the limit fails closed.
     Unavailable(&'static str),
+    /// 500: the daemon failed; the message says at what, not how.
+    Internal(&'static str),
 }
 
 impl IntoResponse for ApiError {
@@ -39,6 +46,11 @@ impl IntoResponse for ApiError {
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "missing or unknown API key".into()),
             Self::Forbidden(p) => (StatusCode::FORBIDDEN, format!("this API key lacks the `{}` permission", p.name())),
             Self::UnknownLimit(l) => (StatusCode::NOT_FOUND, format!("unknown limit {l:?}")),
+            Self::NotLocal(m) => (StatusCode::FORBIDDEN, m),
+            Self::NoKeys => {
+                (StatusCode::BAD_REQUEST, "no API keys are configured: the dashboard needs no session".into())
+            }
+            Self::Internal(m) => (StatusCode::INTERNAL_SERVER_ERROR, m.into()),
             Self::Unavailable(why) => {
                 let mut r = (
                     StatusCode::SERVICE_UNAVAILABLE,

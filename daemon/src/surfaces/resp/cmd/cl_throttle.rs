@@ -8,7 +8,7 @@ use leasehold_core::{Algorithm, DurationMs};
 use bytes::Bytes;
 use redis_protocol::resp2::types::BytesFrame;
 
-use super::{arity, error, integer, text, verdict};
+use super::{arity, error, integer, name, verdict};
 use crate::app::App;
 use crate::lease::settings::LimitSettings;
 use crate::lease::{Check, Served};
@@ -45,7 +45,7 @@ pub(super) async fn cl_throttle(app: &App, args: &[Bytes]) -> BytesFrame {
     };
     let parsed = (|| {
         Ok((
-            text(key, "key")?,
+            name(app, key, "key")?,
             integer(burst, "max_burst")?,
             integer(count, "count")?,
             integer(period, "period")?,

@@ -1,4 +1,4 @@
-//! The commands: parse a frame's arguments, apply, turn the result into a frame.
+//! The commands: parse a command's arguments, apply, turn the result into a frame.
 //!
 //! | command | reply |
 //! |---|---|
@@ -24,8 +24,43 @@ use redis_protocol::resp2::types::BytesFrame;
 use crate::app::App;
 use crate::lease::{CheckError, Served, Verdict};
 
+/// Most characters of a client's argument quoted back in an error reply: enough
+/// to recognise it, not enough to make the reply a way to reflect bulk data.
+const QUOTED_MAX: usize = 64;
+
+/// Escapes control characters (`\r` as `\\r`, ESC as `\\u{1b}`, ...), so the
+/// text stays on one line and cannot smuggle a reply or a terminal sequence.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A client's argument as error replies quote it: lossy UTF-8, control
+/// characters escaped, cut after [`QUOTED_MAX`] characters (marked with `...`).
+pub(super) fn quoted(arg: &[u8]) -> String {
+    let text = String::from_utf8_lossy(arg);
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(QUOTED_MAX).collect();
+    let mut out = escape_controls(&head);
+    if chars.next().is_some() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// An error reply. Any control character left in `msg` is escaped: an error is
+/// one line on the wire, whatever a client's argument held.
 pub(super) fn error(msg: impl Into<String>) -> BytesFrame {
-    BytesFrame::Error(msg.into().into())
+    let msg = msg.into();
+    let msg = if msg.contains(char::is_control) { escape_controls(&msg) } else { msg };
+    BytesFrame::Error(msg.into())
 }
 
 fn ok() -> BytesFrame {
@@ -40,38 +75,36 @@ pub(super) fn arity(name: &str) -> BytesFrame {
     error(format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase()))
 }
 
+/// A limit name or key from the client: at most `server.max_key_bytes` bytes
+/// (checked first: a long argument is refused before it is looked at), UTF-8.
+pub(super) fn name<'a>(app: &App, arg: &'a Bytes, what: &str) -> Result<&'a str, BytesFrame> {
+    crate::surfaces::check_length(what, arg, app.config.server.max_key_bytes).map_err(|e| error(format!("ERR {e}")))?;
+    text(arg, what)
+}
+
 pub(super) fn text<'a>(arg: &'a Bytes, what: &str) -> Result<&'a str, BytesFrame> {
     std::str::from_utf8(arg).map_err(|_| error(format!("ERR {what} must be UTF-8 text")))
 }
 
 pub(super) fn integer(arg: &Bytes, what: &str) -> Result<u64, BytesFrame> {
-    std::str::from_utf8(arg).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| {
-        error(format!("ERR {what} must be a non-negative integer, got '{}'", String::from_utf8_lossy(arg)))
-    })
+    std::str::from_utf8(arg)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| error(format!("ERR {what} must be a non-negative integer, got '{}'", quoted(arg))))
 }
 
-/// Applies one request frame; returns the reply and whether to close after it.
-pub(super) async fn dispatch(app: &App, frame: BytesFrame) -> (BytesFrame, bool) {
+/// Applies one command (its name and arguments, as the decoder split them);
+/// returns the reply and whether to close after it.
+pub(super) async fn dispatch(app: &App, args: Vec<Bytes>) -> (BytesFrame, bool) {
     app.metrics.commands.fetch_add(1, Ordering::Relaxed);
-    let args: Vec<Bytes> = match frame {
-        BytesFrame::Array(items) if !items.is_empty() => {
-            let mut args = Vec::with_capacity(items.len());
-            for item in items {
-                match item {
-                    BytesFrame::BulkString(b) | BytesFrame::SimpleString(b) => args.push(b),
-                    BytesFrame::Integer(i) => args.push(Bytes::from(i.to_string())),
-                    _ => return (error("ERR command arguments must be strings"), false),
-                }
-            }
-            args
-        }
-        _ => return (error("ERR expected a command as an array of strings"), false),
+    let Some(command) = args.first() else {
+        return (error("ERR expected a command as an array of strings"), false);
     };
     // Upper-case the command name on the stack: no allocation per command.
     let mut upper = [0u8; 16];
-    let name = match args[0].len() {
+    let name = match command.len() {
         n @ 1..=16 => {
-            upper[..n].copy_from_slice(&args[0]);
+            upper[..n].copy_from_slice(command);
             upper[..n].make_ascii_uppercase();
             std::str::from_utf8(&upper[..n]).unwrap_or("")
         }
@@ -104,11 +137,7 @@ pub(super) async fn dispatch(app: &App, frame: BytesFrame) -> (BytesFrame, bool)
             [_] => error("ERR leasehold has one database: SELECT 0"),
             _ => arity(name),
         },
-        _ => error(format!(
-            "ERR unknown command '{}', leasehold speaks {}",
-            String::from_utf8_lossy(&args[0]),
-            COMMANDS.join(", ")
-        )),
+        _ => error(format!("ERR unknown command '{}', leasehold speaks {}", quoted(command), COMMANDS.join(", "))),
     };
     (reply, false)
 }
@@ -136,6 +165,6 @@ pub(super) fn verdict(v: &Verdict) -> BytesFrame {
 /// The reply to a check that cannot be answered.
 pub(super) fn unknown(e: CheckError) -> BytesFrame {
     match e {
-        CheckError::UnknownLimit(l) => error(format!("ERR unknown limit '{l}'")),
+        CheckError::UnknownLimit(l) => error(format!("ERR unknown limit '{}'", quoted(l.as_bytes()))),
     }
 }

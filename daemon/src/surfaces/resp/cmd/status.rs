@@ -3,13 +3,13 @@
 use bytes::Bytes;
 use redis_protocol::resp2::types::BytesFrame;
 
-use super::{arity, text, verdict};
+use super::{arity, name, verdict};
 use crate::app::App;
 
 /// Runs `STATUS`.
 pub(super) async fn status(app: &App, args: &[Bytes]) -> BytesFrame {
     let [limit, key] = args else { return arity("STATUS") };
-    let (limit, key) = match (text(limit, "limit"), text(key, "key")) {
+    let (limit, key) = match (name(app, limit, "limit name"), name(app, key, "key")) {
         (Ok(l), Ok(k)) => (l, k),
         (Err(e), _) | (_, Err(e)) => return e,
     };

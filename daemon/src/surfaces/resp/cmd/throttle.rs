@@ -5,7 +5,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use redis_protocol::resp2::types::BytesFrame;
 
-use super::{arity, integer, text, verdict};
+use super::{arity, integer, name, verdict};
 use crate::app::App;
 use crate::lease::Check;
 
@@ -17,7 +17,11 @@ pub(super) async fn throttle(app: &App, args: &[Bytes]) -> BytesFrame {
         _ => return arity("THROTTLE"),
     };
     let parsed = (|| {
-        Ok((text(limit, "limit")?, text(key, "key")?, cost.map(|c| integer(c, "cost")).transpose()?.unwrap_or(1)))
+        Ok((
+            name(app, limit, "limit name")?,
+            name(app, key, "key")?,
+            cost.map(|c| integer(c, "cost")).transpose()?.unwrap_or(1),
+        ))
     })();
     let (limit, key, cost) = match parsed {
         Ok(p) => p,
