@@ -12,8 +12,6 @@ const fmt = (n) => {
   return n >= 100 ? Math.round(n).toString() : (Math.round(n * 10) / 10).toString();
 };
 const duration = (s) => (s < 60 ? `${Math.floor(s)} s` : s < 3600 ? `${Math.floor(s / 60)} min` : `${(s / 3600).toFixed(1)} h`);
-const key = new URLSearchParams(location.search).get("key");
-const withKey = (path) => (key ? `${path}?key=${encodeURIComponent(key)}` : path);
 
 function push(name, v) {
   const s = series[name];
@@ -118,13 +116,96 @@ function renderLimits(rows) {
   }));
 }
 
-function connect() {
-  const es = new EventSource(withKey("/v1/events"));
+// Signing in: the key goes once, in a header, to POST /v1/session, which
+// answers with an HttpOnly session cookie; the key is never kept by the page
+// nor put in a URL. Without API keys on the daemon, no sign-in is needed.
+let source = null;
+const SIGNED_IN = "leasehold-signed-in"; // a flag for the sign-out button, never the key
+
+function setStatus(text, cls) {
   const status = $("status");
-  es.addEventListener("open", () => { status.textContent = "live"; status.className = "pill live"; });
-  es.addEventListener("error", () => { status.textContent = "reconnecting…"; status.className = "pill down"; });
+  status.textContent = text;
+  status.className = `pill ${cls}`;
+}
+
+async function start() {
+  if (source) { source.close(); source = null; }
+  let r;
+  try {
+    r = await fetch("/v1/limits", { headers: { accept: "application/json" } });
+  } catch {
+    setStatus("unreachable", "down");
+    setTimeout(start, 3000);
+    return;
+  }
+  if (r.status === 401) {
+    showSignIn("");
+    return;
+  }
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    setStatus("refused", "down");
+    $("notice").textContent = body.error || `HTTP ${r.status}`;
+    $("notice").hidden = false;
+    return;
+  }
+  $("signin").hidden = true;
+  $("notice").hidden = true;
+  $("signout").hidden = !sessionStorage.getItem(SIGNED_IN);
+  renderLimits(await r.json());
+  connect();
+}
+
+function showSignIn(message) {
+  setStatus("signed out", "down");
+  sessionStorage.removeItem(SIGNED_IN);
+  $("signout").hidden = true;
+  $("signin").hidden = false;
+  $("signin-error").textContent = message;
+  $("key").focus();
+}
+
+$("signin").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const input = $("key");
+  const key = input.value.trim();
+  input.value = "";
+  let r;
+  try {
+    r = await fetch("/v1/session", { method: "POST", headers: { authorization: `Bearer ${key}` } });
+  } catch {
+    showSignIn("could not send that key (is it plain ASCII?)");
+    return;
+  }
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    showSignIn(body.error || `HTTP ${r.status}`);
+    return;
+  }
+  sessionStorage.setItem(SIGNED_IN, "1");
+  start();
+});
+
+$("signout").addEventListener("click", async () => {
+  await fetch("/v1/session", { method: "DELETE" });
+  sessionStorage.removeItem(SIGNED_IN);
+  start();
+});
+
+function connect() {
+  const es = new EventSource("/v1/events");
+  source = es;
+  es.addEventListener("open", () => setStatus("live", "live"));
+  es.addEventListener("error", () => {
+    if (es.readyState === EventSource.CLOSED) {
+      // Refused rather than dropped (e.g. the session expired): ask again.
+      setTimeout(start, 1000);
+    } else {
+      setStatus("reconnecting…", "down");
+    }
+  });
   es.addEventListener("limits", (e) => renderLimits(JSON.parse(e.data)));
   es.addEventListener("stats", (e) => render(JSON.parse(e.data)));
 }
 
-connect();
+start();

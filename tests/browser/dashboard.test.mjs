@@ -1,6 +1,8 @@
 // The dashboard in a real browser: start the daemon, open the page in
 // headless Chromium, drive traffic over the Unix socket, and watch the
-// counters, the charts and the hot-keys table move.
+// counters, the charts and the hot-keys table move. Then, with API keys
+// configured: sign in through the page (a session cookie, never a key in a
+// URL) and see only the signed-in tenant's keys.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -15,12 +17,12 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = process.env.LEASEHOLD_BIN ?? join(process.env.CARGO_TARGET_DIR ?? join(root, "target"), "debug", "leasehold");
 const shots = join(root, "target");
 
-function startDaemon() {
+function startDaemon(extraConfig = "") {
   const dir = mkdtempSync(join(tmpdir(), "leasehold-browser-"));
   const socket = join(dir, "leasehold.sock");
   const config = join(dir, "leasehold.toml");
   // A generous limit, so most traffic is allowed and leases grow large.
-  writeFileSync(config, '[limits.api]\nalgorithm = "token_bucket"\ncapacity = 1000000\nrefill_per_sec = 100000\nlease_max = 5000\n\n[limits.login]\nalgorithm = "fixed_window"\nlimit = 5\nwindow = "1m"\nmode = "direct"\n');
+  writeFileSync(config, '[limits.api]\nalgorithm = "token_bucket"\ncapacity = 1000000\nrefill_per_sec = 100000\nlease_max = 5000\n\n[limits.login]\nalgorithm = "fixed_window"\nlimit = 5\nwindow = "1m"\nmode = "direct"\n' + extraConfig);
   const child = spawn(bin, ["serve", "--config", config, "--store", "memory", "--socket", socket, "--http", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolveUrl, reject) => {
     let out = "";
@@ -51,12 +53,14 @@ function drive(socket, key, batch = 200) {
   return { stop: () => new Promise((r) => { running = false; conn.end(); conn.on("close", () => r(replies)); }) };
 }
 
+const launch = () => chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+
 test("the dashboard shows live decisions, the write saving and the hot key", { timeout: 120_000 }, async () => {
   const { child, url, socket } = await startDaemon();
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
+  const browser = await launch();
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
     const external = [];
@@ -98,6 +102,81 @@ test("the dashboard shows live decisions, the write saving and the hot key", { t
     const firstHot = await page.locator("[data-testid=hot-keys] tr td").first().textContent();
     assert.equal(firstHot, "api/user-hot", "the hot key tops the table");
     assert.deepEqual(external, [], "no external requests");
+    assert.deepEqual(errors, [], "no page errors");
+  } finally {
+    await browser.close();
+    child.kill("SIGTERM");
+  }
+});
+
+const KEYS = `
+[[auth.keys]]
+key = "tenant-a-dashboard-key"
+tenant = "a"
+permissions = ["check", "dashboard"]
+
+[[auth.keys]]
+key = "tenant-b-dashboard-key"
+tenant = "b"
+permissions = ["check", "dashboard"]
+`;
+
+// Spends `n` units of "api" for `key` as the API key's holder, over HTTP.
+async function checks(url, apiKey, key, n) {
+  for (let i = 0; i < n; i++) {
+    const r = await fetch(`${url}/v1/check`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": apiKey }, body: JSON.stringify({ limit: "api", key }) });
+    assert.equal(r.status, 200);
+    await r.arrayBuffer();
+  }
+}
+
+test("with API keys, the page signs in with a session cookie and shows only its tenant", { timeout: 120_000 }, async () => {
+  const { child, url } = await startDaemon(KEYS);
+  const browser = await launch();
+  try {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const urls = [];
+    page.on("request", (r) => urls.push(r.url()));
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    await page.goto(url);
+    await page.getByTestId("signin").waitFor({ timeout: 10_000 });
+    assert.equal(await page.getByTestId("connection").textContent(), "signed out");
+
+    await page.getByTestId("key").fill("not-a-key-at-all");
+    await page.getByTestId("key").press("Enter");
+    await page.getByTestId("signin-error").filter({ hasText: "unknown API key" }).waitFor({ timeout: 10_000 });
+
+    await page.getByTestId("key").fill("tenant-a-dashboard-key");
+    await page.getByTestId("key").press("Enter");
+    await page.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 10_000 });
+    await page.getByTestId("limits").getByText("api").waitFor();
+    const [cookie] = (await context.cookies()).filter((c) => c.name === "leasehold_session");
+    assert.ok(cookie, "a session cookie");
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, "Strict");
+    assert.ok(!cookie.value.includes("tenant-a"), "the cookie is not the key");
+    assert.equal(await page.evaluate(() => document.cookie), "", "page scripts cannot read it");
+
+    await checks(url, "tenant-a-dashboard-key", "alice", 200);
+    await checks(url, "tenant-b-dashboard-key", "bob", 400);
+    await page.getByTestId("hot-keys").getByText("api/a:alice").waitFor({ timeout: 20_000 });
+    await page.waitForTimeout(1_500); // a few more events
+    const shown = await page.getByTestId("hot-keys").textContent();
+    assert.ok(!shown.includes("b:bob"), `tenant a sees only its keys: ${shown}`);
+    const recent = await page.locator("#recent").textContent();
+    assert.ok(!recent.includes("bob"), `nor another tenant's decisions: ${recent}`);
+
+    // A reload keeps the session; signing out ends it.
+    await page.reload();
+    await page.getByTestId("connection").filter({ hasText: "live" }).waitFor({ timeout: 10_000 });
+    await page.getByTestId("signout").click();
+    await page.getByTestId("signin").waitFor({ timeout: 10_000 });
+    const after = await fetch(`${url}/v1/limits`, { headers: { cookie: `leasehold_session=${cookie.value}` } });
+    assert.equal(after.status, 401, "the session ended on the server too");
+
+    assert.ok(urls.every((u) => !u.includes("tenant-a-dashboard-key")), `no key in any URL: ${urls.join(" ")}`);
     assert.deepEqual(errors, [], "no page errors");
   } finally {
     await browser.close();
