@@ -38,13 +38,14 @@ impl Default for ServerConfig {
 }
 
 /// The default socket path for user `uid`, given `$XDG_RUNTIME_DIR`: that
-/// directory if set, else a directory of the user's own under the temporary
-/// directory (`$TMPDIR`, usually `/tmp`), which the daemon creates 0700 and
-/// refuses to use if another user owns it.
+/// directory if set, else `/tmp/leasehold-<uid>/`, a directory of the user's
+/// own that the daemon creates 0700 and refuses to use if another user owns
+/// it. Fixed rather than `$TMPDIR`, so clients started with another
+/// environment find the same path.
 pub fn default_socket(runtime_dir: Option<&Path>, uid: u32) -> PathBuf {
     match runtime_dir.filter(|d| !d.as_os_str().is_empty()) {
         Some(dir) => dir.join("leasehold.sock"),
-        None => std::env::temp_dir().join(format!("leasehold-{uid}")).join("leasehold.sock"),
+        None => PathBuf::from(format!("/tmp/leasehold-{uid}/leasehold.sock")),
     }
 }
 
@@ -55,8 +56,7 @@ mod tests {
     #[test]
     fn the_default_socket_is_never_directly_in_the_temporary_directory() {
         assert_eq!(default_socket(Some(Path::new("/run/user/1000")), 1000), Path::new("/run/user/1000/leasehold.sock"));
-        let fallback = default_socket(None, 1000);
-        assert_eq!(fallback, std::env::temp_dir().join("leasehold-1000/leasehold.sock"));
-        assert_eq!(default_socket(Some(Path::new("")), 7), std::env::temp_dir().join("leasehold-7/leasehold.sock"));
+        assert_eq!(default_socket(None, 1000), Path::new("/tmp/leasehold-1000/leasehold.sock"));
+        assert_eq!(default_socket(Some(Path::new("")), 7), Path::new("/tmp/leasehold-7/leasehold.sock"));
     }
 }
