@@ -225,8 +225,8 @@ pub fn check_http_exposure(addr: SocketAddr, auth: &AuthConfig) -> Result<(), Co
 }
 
 /// The largest `server.max_key_bytes` accepted: half of DynamoDB's 2048-byte
-/// partition-key limit, leaving the other half for the prefix, the limit name
-/// and the tenant.
+/// partition-key limit, leaving the other half for the prefix, the key space
+/// (tenant) and the limit name.
 pub const MAX_KEY_BYTES_CEILING: usize = 1024;
 
 /// DynamoDB's largest partition key, in bytes.
@@ -236,7 +236,8 @@ const STORE_KEY_MAX: usize = 2048;
 const CL_THROTTLE_NAME_MAX: usize = "cl:".len() + 3 * 20 + 2;
 
 /// Checks that the longest store key a client can cause,
-/// `<prefix>:<limit>:<tenant>:<key>`, fits DynamoDB's 2048-byte partition key.
+/// `<prefix>:<space>:<limit>:<key>` (the space: `l`, `cl` or `t.<tenant>`),
+/// fits DynamoDB's 2048-byte partition key.
 fn check_store_key_size(
     store: &StoreConfig,
     server: &ServerConfig,
@@ -244,17 +245,17 @@ fn check_store_key_size(
     auth: &AuthConfig,
 ) -> Result<(), ConfigError> {
     let limit = limits.keys().map(String::len).max().unwrap_or(0).max(CL_THROTTLE_NAME_MAX);
-    let tenant = auth.keys.iter().map(|k| k.tenant.len() + 1).max().unwrap_or(0);
-    let worst = store.prefix.len() + 1 + limit + 1 + tenant + server.max_key_bytes;
+    let tenant = auth.keys.iter().map(|k| k.tenant.len()).max().unwrap_or(0);
+    let space = "t.".len() + tenant;
+    let worst = store.prefix.len() + 1 + space + 1 + limit + 1 + server.max_key_bytes;
     if worst > STORE_KEY_MAX {
         return Err(invalid(
             "server.max_key_bytes",
             format!(
-                "{} bytes of key after store.prefix ({} bytes), the longest limit name ({limit}) and tenant ({}) make \
-                 store keys of up to {worst} bytes; DynamoDB allows {STORE_KEY_MAX}",
+                "{} bytes of key after store.prefix ({} bytes), the longest tenant ({tenant}) and limit name \
+                 ({limit}) make store keys of up to {worst} bytes; DynamoDB allows {STORE_KEY_MAX}",
                 server.max_key_bytes,
                 store.prefix.len(),
-                tenant.saturating_sub(1)
             ),
         ));
     }

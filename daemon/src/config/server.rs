@@ -17,7 +17,7 @@ pub struct ServerConfig {
     /// Most simultaneous socket connections; more are refused with an error.
     pub max_connections: usize,
     /// Longest rate-limit key or limit name a client may send, in bytes
-    /// (default 512). Store keys are `<prefix>:<limit>:[<tenant>:]<key>`, and
+    /// (default 512). Store keys are `<prefix>:<space>:<limit>:<key>`, and
     /// DynamoDB's partition keys hold at most 2048 bytes.
     pub max_key_bytes: usize,
 }
