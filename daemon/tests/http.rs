@@ -179,6 +179,20 @@ async fn api_keys_gate_routes_and_tenants_never_share_a_counter() {
     assert_eq!(call(&app, Request::get("/health").body(Body::empty()).unwrap()).await.0, StatusCode::OK);
 }
 
+/// A socket client (no tenant) sending `a:same-user` must not spend tenant
+/// a's counter for `same-user` (before key spaces, both were `a:same-user`).
+#[tokio::test]
+async fn a_socket_key_cannot_spend_a_tenants_counter() {
+    let (app, _) = app(AUTH);
+    for _ in 0..2 {
+        let v = app.leases.check(leasehold::lease::Check { limit: "api", key: "a:same-user", cost: 1 }).await.unwrap();
+        assert!(v.decision.allowed);
+    }
+    let mut r = post(r#"{"limit":"api","key":"same-user"}"#);
+    r.headers_mut().insert("x-api-key", "key-of-tenant-a".parse().unwrap());
+    assert_eq!(call(&app, r).await.0, StatusCode::OK, "tenant a's counter is untouched");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_server_on_port_zero_speaks_http() {
     let d = common::Daemon::start(CONFIG).await;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::auth::{authorize, scoped};
+use super::auth::{authorize, scope};
 use super::error::ApiError;
 use crate::app::App;
 use crate::config::Permission;
@@ -108,9 +108,9 @@ pub(super) async fn check(
         other => ApiError::Malformed(other.body_text()),
     })?;
     bounded(&app, &body.limit, &body.key)?;
-    let key = scoped(tenant, &body.key);
     let start = Instant::now();
-    let v = app.leases.check(Check { limit: &body.limit, key: &key, cost: body.cost }).await;
+    let check = Check { limit: &body.limit, key: &body.key, cost: body.cost };
+    let v = app.leases.check_in(scope(tenant), check).await;
     app.metrics.http_latency.record(start.elapsed());
     let v = v.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
     app.observe_for(tenant.map(|t| t.tenant.as_str()), &body.limit, &body.key, &v);
@@ -124,7 +124,10 @@ pub(super) async fn status(
 ) -> Result<Response, ApiError> {
     let tenant = authorize(&app, &headers, Permission::Status)?;
     bounded(&app, &limit, &key)?;
-    let key = scoped(tenant, &key);
-    let v = app.leases.status(&limit, &key).await.map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
+    let v = app
+        .leases
+        .status_in(scope(tenant), &limit, &key)
+        .await
+        .map_err(|CheckError::UnknownLimit(l)| ApiError::UnknownLimit(l))?;
     answer(v)
 }

@@ -11,6 +11,7 @@ use axum::http::HeaderMap;
 use super::error::ApiError;
 use crate::app::App;
 use crate::config::{ApiKey, Permission};
+use crate::lease::counter::Scope;
 
 /// The API key in the request's headers, if any.
 pub fn presented_key(headers: &HeaderMap) -> Option<&str> {
@@ -44,9 +45,11 @@ pub fn authorize<'a>(
     }
 }
 
-pub(super) fn scoped(tenant: Option<&ApiKey>, key: &str) -> String {
+/// The key space of a caller: its tenant's own, or the host's when no API
+/// keys are configured (the socket's space too).
+pub(super) fn scope(tenant: Option<&ApiKey>) -> Scope<'_> {
     match tenant {
-        Some(t) => format!("{}:{key}", t.tenant),
-        None => key.to_string(),
+        Some(t) => Scope::Tenant(&t.tenant),
+        None => Scope::Host,
     }
 }
