@@ -5,7 +5,7 @@
 # Env:
 #   CARGO_TARGET_DIR  build cache (default: ~/.cache/leasehold/target, outside the
 #                     clone so fresh clones build incrementally; nothing depends on it)
-#   LEASEHOLD_SKIP    space-separated stages to skip (lint dynamodb unit browser bindings wasm)
+#   LEASEHOLD_SKIP    space-separated stages to skip (lint dynamodb unit browser bindings wasm fuzz)
 #   LEASEHOLD_DYNAMODB_ENDPOINT  use this DynamoDB-API server instead of starting DynamoDB Local
 set -euo pipefail
 
@@ -74,6 +74,12 @@ if ! skip wasm; then
   rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown \
     || rustup target add wasm32-unknown-unknown
   cargo build -p leasehold-core --target wasm32-unknown-unknown --release --locked
+fi
+
+if ! skip fuzz; then
+  stage "fuzzing: RESP decoder, config, HTTP bodies (libFuzzer, 20 s each)"
+  # Its own build cache: the fuzz crate's instrumented flags differ from the workspace's.
+  CARGO_TARGET_DIR="$CARGO_TARGET_DIR/fuzz" bash tests/fuzz.sh
 fi
 
 stage "all green"
