@@ -8,9 +8,10 @@ const net = require('node:net');
 const path = require('node:path');
 const { ConnectionError, DaemonError, LeaseholdError } = require('./errors.js');
 
-/** The daemon's default socket: `${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock`. */
+/** The daemon's default socket: `$XDG_RUNTIME_DIR/leasehold.sock`, else `/tmp/leasehold-<uid>/leasehold.sock`. */
 function defaultSocketPath() {
-  return path.join(process.env.XDG_RUNTIME_DIR || '/tmp', 'leasehold.sock');
+  const dir = process.env.XDG_RUNTIME_DIR || `/tmp/leasehold-${process.getuid()}`;
+  return path.join(dir, 'leasehold.sock');
 }
 
 function encode(args) {

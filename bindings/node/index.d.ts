@@ -70,7 +70,7 @@ export class Limiter {
 export function decide(spec: LimitSpec | string, stateJson: string | null, nowMs: number, cost?: number): Transition;
 
 export interface ClientOptions {
-  /** The daemon's socket (default `${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock`). */
+  /** The daemon's socket (default `$XDG_RUNTIME_DIR/leasehold.sock`, else `/tmp/leasehold-<uid>/leasehold.sock`). */
   path?: string;
   /** Fail a request with no reply after this long (default 5000). */
   timeoutMs?: number;
@@ -88,7 +88,7 @@ export class Client {
   close(): void;
 }
 
-/** `${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock` */
+/** `$XDG_RUNTIME_DIR/leasehold.sock`, else `/tmp/leasehold-<uid>/leasehold.sock` */
 export function defaultSocketPath(): string;
 
 /** 2^53 - 1 */

@@ -24,7 +24,7 @@ enum Command {
         /// TOML config file (also LEASEHOLD_CONFIG).
         #[arg(long, env = "LEASEHOLD_CONFIG")]
         config: Option<PathBuf>,
-        /// Unix socket for RESP clients (default ${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock).
+        /// Unix socket for RESP clients (default $XDG_RUNTIME_DIR/leasehold.sock, else /tmp/leasehold-<uid>/leasehold.sock).
         #[arg(long)]
         socket: Option<PathBuf>,
         /// HTTP address (default 127.0.0.1:7070).
@@ -44,7 +44,7 @@ enum Command {
         /// Units to spend.
         #[arg(long, default_value_t = 1)]
         cost: u64,
-        /// The daemon's socket (default ${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock).
+        /// The daemon's socket (default $XDG_RUNTIME_DIR/leasehold.sock, else /tmp/leasehold-<uid>/leasehold.sock).
         #[arg(long)]
         socket: Option<PathBuf>,
     },

@@ -119,7 +119,8 @@ fn lock(q: &Queues) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Box<dyn Que
 }
 
 /// Removes a key's queue when its driver unwinds (see [`Inner::drive`]).
-/// Forgotten when the driver ends normally; dropped only while unwinding.
+/// Forgotten when the driver ends normally; dropped only while unwinding
+/// or when the driver task is cancelled.
 struct Unwedge<'a> {
     queues: &'a Queues,
     key: &'a str,
@@ -127,7 +128,11 @@ struct Unwedge<'a> {
 
 impl Drop for Unwedge<'_> {
     fn drop(&mut self) {
-        tracing::error!(key = self.key, "a compare-and-set round panicked; its callers get an error");
+        if std::thread::panicking() {
+            tracing::error!(key = self.key, "a compare-and-set round panicked; its callers get an error");
+        }
+        // Panicked or cancelled (the runtime shutting down): either way the
+        // queue goes, so no caller waits on a driver that is gone.
         lock(self.queues).remove(self.key);
     }
 }

@@ -21,8 +21,9 @@ __all__ = ["Client", "AsyncClient", "default_socket_path"]
 
 
 def default_socket_path() -> str:
-    """``${XDG_RUNTIME_DIR:-/tmp}/leasehold.sock``"""
-    return os.path.join(os.environ.get("XDG_RUNTIME_DIR") or "/tmp", "leasehold.sock")
+    """``$XDG_RUNTIME_DIR/leasehold.sock``, else ``/tmp/leasehold-<uid>/leasehold.sock``"""
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/leasehold-{os.getuid()}"
+    return os.path.join(runtime, "leasehold.sock")
 
 
 def _encode(args: Sequence[Union[str, int]]) -> bytes:
