@@ -159,7 +159,7 @@ test('the default socket path follows XDG_RUNTIME_DIR', () => {
     assert.equal(defaultSocketPath(), '/run/user/1234/leasehold.sock');
     assert.equal(new Client().path, '/run/user/1234/leasehold.sock');
     delete process.env.XDG_RUNTIME_DIR;
-    assert.equal(defaultSocketPath(), '/tmp/leasehold.sock');
+    assert.equal(defaultSocketPath(), `/tmp/leasehold-${process.getuid()}/leasehold.sock`, 'the daemon\'s private directory');
   } finally {
     if (saved === undefined) delete process.env.XDG_RUNTIME_DIR;
     else process.env.XDG_RUNTIME_DIR = saved;

@@ -153,4 +153,4 @@ def test_default_socket_path_follows_xdg_runtime_dir(monkeypatch):
     assert default_socket_path() == "/run/user/1234/leasehold.sock"
     assert Client().path == "/run/user/1234/leasehold.sock"
     monkeypatch.delenv("XDG_RUNTIME_DIR")
-    assert AsyncClient().path == "/tmp/leasehold.sock"
+    assert AsyncClient().path == f"/tmp/leasehold-{os.getuid()}/leasehold.sock"
