@@ -547,7 +547,6 @@ impl Decoder for CommandDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
 
     type Cmd = Vec<Vec<u8>>;
 
@@ -906,12 +905,10 @@ mod tests {
     #[test]
     fn nesting_attack_fails_fast() {
         let wire = b"*1\r\n".repeat(300_000);
-        let t = Instant::now();
         let mut dec = CommandDecoder::default();
         let mut buf = BytesMut::from(&wire[..]);
         assert!(matches!(dec.decode(&mut buf), Err(DecodeError::NestedArray)));
-        assert!(dec.inspected < 16);
-        assert!(t.elapsed() < Duration::from_millis(500));
+        assert!(dec.inspected < 16, "rejected after {} bytes", dec.inspected);
         // Same when it trickles in.
         let out = bytewise(Limits::default(), &wire[..64]);
         assert!(out.error.unwrap().starts_with("nested arrays"));
@@ -940,7 +937,6 @@ mod tests {
         let frames = [encode(&many), encode(&big)];
         for (wire, c) in frames.iter().zip([&many, &big]) {
             assert!(wire.len() > 1_000_000 && wire.len() <= 1 << 20);
-            let t = Instant::now();
             let (inspected, items) = inspected_bytewise(wire);
             assert_eq!(items.len(), 1);
             assert_eq!(&items[0].iter().map(|a| a.to_vec()).collect::<Cmd>(), c);
@@ -948,7 +944,6 @@ mod tests {
             // scanned at all, only their trailing CRLF.
             assert!(inspected <= 2 * wire.len(), "{inspected} for {}", wire.len());
             println!("{} byte array frame fed bytewise: {inspected} inspected", wire.len());
-            assert!(t.elapsed() < Duration::from_secs(5));
         }
         let mut line = Vec::new();
         for i in 0..1000 {
@@ -1029,13 +1024,6 @@ mod tests {
         random_bytes(0x5EED_2E5D, RANDOM_INPUTS);
     }
 
-    /// The long run: `cargo test --release -- --ignored random_bytes_long`.
-    #[test]
-    #[ignore]
-    fn random_bytes_long() {
-        random_bytes(0x5EED_2E5D, 1_000_000);
-    }
-
     fn random_bytes(seed: u64, inputs: usize) {
         let mut rng = fastrand::Rng::with_seed(seed);
         let (mut decoded, mut failed) = (0, 0);
@@ -1091,67 +1079,5 @@ mod tests {
                 prop_assert_eq!(out, ok(expected));
             }
         }
-    }
-
-    // ---- benchmark ------------------------------------------------------
-
-    /// `cargo test --release -- --ignored --nocapture bench_`
-    #[test]
-    #[ignore]
-    fn bench_decode_vs_redis_protocol() {
-        const N: usize = 1_000_000;
-        let mut wire = Vec::new();
-        for i in 0..N {
-            let user = format!("user-{i}");
-            encode_into(&mut wire, &[&b"THROTTLE"[..], b"api", user.as_bytes(), b"1"]);
-        }
-        for chunk in [usize::MAX, 16 * 1024] {
-            let label =
-                if chunk == usize::MAX { "one buffer".to_string() } else { format!("{} KiB reads", chunk / 1024) };
-            // Best of several rounds: the machine may be busy.
-            let (mut ours, mut redis) = (Duration::MAX, Duration::MAX);
-            for _ in 0..5 {
-                let t = Instant::now();
-                let mut dec = CommandDecoder::default();
-                let n = feed(&wire, chunk, |buf| {
-                    let mut n = 0;
-                    while let Some(args) = dec.decode(buf).unwrap() {
-                        std::hint::black_box(&args);
-                        n += 1;
-                    }
-                    n
-                });
-                ours = ours.min(t.elapsed());
-                assert_eq!(n, N);
-
-                let t = Instant::now();
-                let mut theirs = redis_protocol::codec::Resp2::default();
-                let n = feed(&wire, chunk, |buf| {
-                    let mut n = 0;
-                    while let Some(frame) = theirs.decode(buf).unwrap() {
-                        std::hint::black_box(&frame);
-                        n += 1;
-                    }
-                    n
-                });
-                redis = redis.min(t.elapsed());
-                assert_eq!(n, N);
-            }
-            println!(
-                "{label}: CommandDecoder {:.1} ns/command, redis-protocol Resp2 {:.1} ns/command",
-                ours.as_nanos() as f64 / N as f64,
-                redis.as_nanos() as f64 / N as f64
-            );
-        }
-    }
-
-    fn feed(wire: &[u8], chunk: usize, mut decode_all: impl FnMut(&mut BytesMut) -> usize) -> usize {
-        let mut buf = BytesMut::with_capacity(64 * 1024);
-        let mut n = 0;
-        for part in wire.chunks(chunk.min(wire.len())) {
-            buf.extend_from_slice(part);
-            n += decode_all(&mut buf);
-        }
-        n
     }
 }

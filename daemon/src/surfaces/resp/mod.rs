@@ -5,7 +5,7 @@
 
 mod cmd;
 mod connection;
-mod decode;
+pub mod decode;
 mod socket;
 
 use std::sync::atomic::Ordering;
