@@ -105,6 +105,69 @@ async fn a_hot_key_leases_batches_that_grow_and_shrink_with_demand() {
 }
 
 #[tokio::test]
+async fn a_hot_key_renews_ahead_so_its_callers_never_wait_for_the_store() {
+    let r = rig(r#"{"algorithm":"token_bucket","capacity":100000,"refill_per_sec":1000}"#, |s, _| {
+        s.lease.max = 200;
+        s.lease.ttl = Duration::from_secs(10);
+    });
+    // Warm up: demand of 1 unit/ms. Background work lands between checks
+    // (a store that answers before the current lease runs out).
+    for _ in 0..500 {
+        r.clock.advance(1.0);
+        assert!(r.check("hot", 1).await.decision.allowed);
+        r.settle().await;
+    }
+    let (before, writes) = (r.limiter.stats().snapshot(), r.writes());
+    for i in 0..5_000 {
+        r.clock.advance(1.0);
+        let v = r.check("hot", 1).await;
+        assert!(v.decision.allowed && v.served == Served::Local, "check {i} waited for the store: {v:?}");
+        r.settle().await;
+    }
+    let after = r.limiter.stats().snapshot();
+    let renewals = after.leases - before.leases;
+    assert!(renewals >= 20, "the key kept renewing: {renewals} leases, {after:?}");
+    assert_eq!(after.leases_ahead - before.leases_ahead, renewals, "every renewal was taken ahead: {after:?}");
+    assert!(after.leases_switched - before.leases_switched >= renewals - 1, "{after:?}");
+    assert_eq!(r.writes() - writes, renewals, "one write per lease: the retired lease ends in the next one");
+    // The lease held ahead is out in the store, and counted in the key's standing.
+    let held = after.units_held;
+    assert!(held > 0);
+    let status = r.limiter.status("api", "hot").await.unwrap();
+    assert_eq!(status.decision.remaining, r.store_available("hot").await + held, "{after:?}");
+    // Everything held (current and ahead) goes back on shutdown.
+    assert_eq!(r.limiter.shutdown().await, held);
+    assert_eq!(r.limiter.stats().snapshot().units_held, 0);
+}
+
+#[tokio::test]
+async fn a_lease_taken_ahead_is_never_spent_outside_its_window() {
+    let r = rig(r#"{"algorithm":"fixed_window","limit":100000,"window":"1s"}"#, |s, _| {
+        s.lease.max = 100;
+        s.lease.ttl = Duration::from_secs(60);
+    });
+    let edge = T0 - T0 % 1_000.0 + 1_000.0;
+    r.clock.set(edge - 900.0);
+    for _ in 0..899 {
+        r.clock.advance(1.0);
+        r.check("k", 1).await;
+        r.settle().await;
+    }
+    let s = r.limiter.stats().snapshot();
+    assert!(s.leases_ahead > 0 && s.units_held > 0, "{s:?}");
+    // Past the edge, both the current lease and the one staged ahead are the
+    // old window's: neither is spent; the check takes a new lease.
+    r.clock.set(edge + 1.0);
+    let v = r.check("k", 1).await;
+    assert!(v.decision.allowed && v.served == Served::Store, "{v:?}");
+    r.settle().await;
+    let s = r.limiter.stats().snapshot();
+    // The new window's count is only what its own leases took.
+    let in_window = 100_000 - r.store_available("k").await;
+    assert!(in_window <= s.units_held + 1, "{in_window} counted in the new window, {s:?}");
+}
+
+#[tokio::test]
 async fn denied_until_spares_the_store() {
     let r = rig(r#"{"algorithm":"fixed_window","limit":5,"window":"10s"}"#, |_, _| {});
     r.clock.set(T0 - T0 % 10_000.0);
@@ -137,6 +200,8 @@ async fn an_ended_lease_gives_its_units_back() {
         r.clock.advance(1.0);
         r.check("k", 1).await;
     }
+    // Leases taken ahead in the background have landed.
+    r.settle().await;
     let s = r.limiter.stats().snapshot();
     assert!(s.units_held > 0, "holding leased units: {s:?}");
     let held = s.units_held;
@@ -167,6 +232,7 @@ async fn a_window_lease_ends_with_its_window() {
     assert!(r.limiter.stats().snapshot().units_held > 0);
     // Past the edge the old lease's units are not spent: the next check takes a new lease.
     r.clock.set(edge);
+    r.settle().await;
     let leases = r.limiter.stats().snapshot().leases;
     let v = r.check("k", 1).await;
     assert!(v.decision.allowed && v.served == Served::Store, "{v:?}");
@@ -209,6 +275,7 @@ async fn shutdown_gives_everything_back() {
             assert!(r.check(key, 1).await.decision.allowed);
         }
     }
+    r.settle().await;
     let held = r.limiter.stats().snapshot().units_held;
     assert!(held > 0);
     assert_eq!(r.limiter.shutdown().await, held);
@@ -422,6 +489,7 @@ async fn adhoc_limits_give_their_leases_back_too() {
         r.clock.advance(1.0);
         r.limiter.check_with(&adhoc, Check { limit: "cl:1000", key: "k", cost: 1 }).await;
     }
+    r.settle().await;
     assert!(r.limiter.stats().snapshot().units_held > 0);
     r.clock.advance(10_000.0);
     r.limiter.end_due_leases();

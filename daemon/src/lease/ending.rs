@@ -28,7 +28,16 @@ pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(5);
 pub(super) struct Pending {
     pub(super) until: f64,
     pub(super) slot: Weak<Slot>,
-    pub(super) generation: u64,
+    pub(super) which: Which,
+}
+
+/// Which of a slot's leases a [`Pending`] end is for.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Which {
+    /// The current lease, while the slot's generation is this one.
+    Current(u64),
+    /// The lease staged ahead (ended only if its time is up).
+    Ahead,
 }
 
 impl PartialEq for Pending {
@@ -83,21 +92,54 @@ impl Refunder {
         }));
     }
 
-    /// Ends an evicted slot's lease: drains it under its `refill` lock (on a
-    /// task, when a renewal holds the lock) and gives the units back.
+    /// Gives back the lease staged ahead in `slot`, if any. Call with
+    /// `refill` held.
+    pub(super) fn end_staged(&self, slot: &Slot) {
+        if let Some(staged) = slot.take_staged() {
+            add(&self.stats.units_drained, staged.units);
+            self.spawn(slot, staged.units, staged.term);
+        }
+    }
+
+    /// Gives back the units of the lease retired in `slot`, if any.
+    pub(super) fn end_retired(&self, slot: &Slot) {
+        if let Some((n, term)) = slot.take_retired() {
+            self.spawn(slot, n, term);
+        }
+    }
+
+    /// Takes every lease out of `slot` (current, staged ahead, retired):
+    /// their unspent units and identities. Call with `refill` held.
+    pub(super) fn take_all(&self, slot: &Slot) -> Vec<(u64, LeaseTerm)> {
+        let mut all = vec![slot.drain(&self.stats)];
+        if let Some(staged) = slot.take_staged() {
+            add(&self.stats.units_drained, staged.units);
+            all.push((staged.units, staged.term));
+        }
+        all.extend(slot.take_retired());
+        all
+    }
+
+    /// Ends every lease `slot` holds. Call with `refill` held.
+    pub(super) fn end_all(&self, slot: &Slot) {
+        for (n, term) in self.take_all(slot) {
+            self.spawn(slot, n, term);
+        }
+    }
+
+    /// Ends an evicted slot's leases: drains them under its `refill` lock (on
+    /// a task, when a renewal holds the lock) and gives the units back.
     pub(super) fn evicted(&self, slot: Arc<Slot>) {
         slot.evicted.store(true, std::sync::atomic::Ordering::Release);
         if let Ok(_guard) = slot.refill.try_lock() {
-            let (n, term) = slot.drain(&self.stats);
-            self.spawn(&slot, n, term);
+            self.end_all(&slot);
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
         let this = self.clone();
         rt.spawn(self.tasks.track_future(async move {
             let _guard = slot.refill.lock().await;
-            let (n, term) = slot.drain(&this.stats);
-            this.spawn(&slot, n, term);
+            this.end_all(&slot);
         }));
     }
 }
@@ -121,6 +163,9 @@ impl LeaseCache {
     /// manual clock call it directly.
     pub fn end_due_leases(&self) {
         let now = self.inner.counters.cas().clock().now_ms();
+        let refunder = &self.inner.refunder;
+        // Ends whose slot is busy renewing: looked at again next sweep.
+        let mut busy = Vec::new();
         loop {
             let due = {
                 let mut heap = self.inner.ending.lock().expect("ending lock");
@@ -129,16 +174,29 @@ impl LeaseCache {
                     _ => None,
                 }
             };
-            let Some(p) = due else { return };
+            let Some(p) = due else { break };
             let Some(slot) = p.slot.upgrade() else { continue };
-            // Only if that lease is still the slot's, and nobody is renewing it.
-            let Ok(_guard) = slot.refill.try_lock() else { continue };
-            if slot.generation.load(std::sync::atomic::Ordering::Acquire) != p.generation {
+            let Ok(_guard) = slot.refill.try_lock() else {
+                busy.push(p);
                 continue;
+            };
+            match p.which {
+                // Only if that lease is still the slot's.
+                Which::Current(generation) => {
+                    if slot.generation.load(std::sync::atomic::Ordering::Acquire) == generation {
+                        let (n, term) = slot.drain(&self.inner.stats);
+                        refunder.spawn(&slot, n, term);
+                        refunder.end_retired(&slot);
+                    }
+                }
+                Which::Ahead => {
+                    if slot.ahead_due(now) {
+                        refunder.end_staged(&slot);
+                    }
+                }
             }
-            let (n, term) = slot.drain(&self.inner.stats);
-            self.inner.refunder.spawn(&slot, n, term);
         }
+        self.inner.ending.lock().expect("ending lock").extend(busy);
     }
 
     /// Waits until every background refund started so far has finished.
@@ -161,28 +219,13 @@ impl LeaseCache {
     /// not landed by then are abandoned (their units count as lost:
     /// under-issue until their leases end).
     pub async fn shutdown_within(&self, deadline: Duration) -> u64 {
-        let back = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let refunded = || self.inner.stats.units_refunded.load(std::sync::atomic::Ordering::Relaxed);
+        let before = refunded();
+        self.inner.closing.store(true, std::sync::atomic::Ordering::Release);
         let work = async {
-            let mut refunds = Vec::new();
             for (_, slot) in self.inner.slots.iter() {
                 let _guard = slot.refill.lock().await;
-                let (n, term) = slot.drain(&self.inner.stats);
-                if n == 0 {
-                    continue;
-                }
-                let (scope, limit, key, alg) = (slot.scope.clone(), slot.limit.clone(), slot.key.clone(), slot.alg);
-                let (counters, stats, back) = (self.inner.counters.clone(), self.inner.stats.clone(), back.clone());
-                refunds.push(tokio::spawn(async move {
-                    let op = Op::Refund { n, lease: term };
-                    let r = counters.apply_in(scope.as_scope(), &limit, &key, &alg, op).await;
-                    let accepted = r.map_or(0, |a| a.returned);
-                    add(&stats.units_refunded, accepted);
-                    add(&stats.units_lost, n - accepted);
-                    back.fetch_add(accepted, std::sync::atomic::Ordering::Relaxed);
-                }));
-            }
-            for r in refunds {
-                let _ = r.await;
+                self.inner.refunder.end_all(&slot);
             }
             self.refunds_settled().await;
         };
@@ -192,6 +235,6 @@ impl LeaseCache {
                 "shutdown deadline passed; unfinished refunds abandoned"
             );
         }
-        back.load(std::sync::atomic::Ordering::Relaxed)
+        refunded() - before
     }
 }

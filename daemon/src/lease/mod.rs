@@ -51,13 +51,13 @@ use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use leasehold_core::{Decision, RETRY_NEVER};
+use leasehold_core::{Decision, LeaseTerm, RETRY_NEVER};
 use tokio_util::task::TaskTracker;
 
 use crate::store::guard::BreakerState;
 use crate::store::{Cas, Guard};
 use counter::{Applied, Counters, Op, Scope};
-use ending::{Ending, Pending, Refunder};
+use ending::{Ending, Pending, Refunder, Which};
 use settings::{CacheSettings, LimitSettings, Mode};
 use slot::{Installed, Slot};
 use stats::{add, LeaseStats};
@@ -85,6 +85,9 @@ struct Inner {
     /// time for the sweeper to notice the end and for the refund to land
     /// before the store counts the units as consumed.
     grace_ms: f64,
+    /// Set by shutdown: no more leases are taken ahead, and one that lands
+    /// after it goes straight back.
+    closing: std::sync::atomic::AtomicBool,
 }
 
 /// The lease cache: answers [`Check`]s for named limits. Cheap to clone.
@@ -135,6 +138,7 @@ impl LeaseCache {
             ending: Ending::default(),
             refunder,
             grace_ms: (settings.store_timeout + 2 * ending::SWEEP_EVERY).as_millis() as f64,
+            closing: std::sync::atomic::AtomicBool::new(false),
         });
         ending::spawn_sweeper(Arc::downgrade(&inner));
         Self { inner }
@@ -247,8 +251,10 @@ impl LeaseCache {
         self.renew(scope, settings, &slot, check).await
     }
 
-    /// The fast path: a local denial, or `cost` from leased units.
-    fn try_local(&self, settings: &LimitSettings, slot: &Slot, cost: u64, now: f64) -> Option<Verdict> {
+    /// The fast path: a local denial, or `cost` from leased units. A spend
+    /// that takes the lease below its low-water mark starts taking the next
+    /// lease ahead, in the background.
+    fn try_local(&self, settings: &LimitSettings, slot: &Arc<Slot>, cost: u64, now: f64) -> Option<Verdict> {
         let (stats, ceiling) = (&self.inner.stats, settings.algorithm.ceiling());
         let denied_until = slot.denied_until.load();
         if now < denied_until && cost >= slot.denied_cost.load(Ordering::Relaxed) {
@@ -277,6 +283,9 @@ impl LeaseCache {
         add(&stats.allowed_local, 1);
         add(&stats.units_spent, cost);
         let left = before - cost;
+        if left < slot.ahead_below.load(Ordering::Relaxed) && slot.ahead_below.swap(0, Ordering::AcqRel) != 0 {
+            self.spawn_lease_ahead(settings, slot);
+        }
         let decision = Decision {
             allowed: true,
             limit: ceiling,
@@ -287,34 +296,35 @@ impl LeaseCache {
         Some(Verdict { decision, served: Served::Local, unavailable: None, at_ms: now })
     }
 
-    /// The slow path: give back what is left, take a new lease, serve from it.
+    /// The slow path: switch to the lease taken ahead if there is one;
+    /// otherwise give back what is left and take a new lease in one write,
+    /// and serve from it.
     async fn renew(&self, scope: Scope<'_>, settings: &LimitSettings, slot: &Arc<Slot>, check: Check<'_>) -> Verdict {
         let _one_at_a_time = slot.refill.lock().await;
         let now = self.now();
         if let Some(v) = self.try_local(settings, slot, check.cost, now) {
             return v;
         }
-        let (left, term) = slot.drain(&self.inner.stats);
-        let previous = slot.granted.swap(0, Ordering::Relaxed);
-        let want = {
-            let mut demand = slot.demand.lock().expect("demand lock");
-            if previous > 0 {
-                demand.sample(previous.saturating_sub(left), now - term.taken_at_ms);
-            }
-            let provision = (demand.rate * settings.lease.horizon.as_millis() as f64).ceil();
-            (provision.min(settings.lease.max as f64) as u64).max(check.cost)
-        };
+        if let Some(v) = self.switch_ahead(settings, slot, check.cost, now) {
+            return v;
+        }
+        let previous = self.retire_current(slot, now);
+        let want = self.provision(settings, slot).max(check.cost);
         // End the previous lease in the same write, even when all of it was
         // spent: its spent units then count as consumed now, not at its term.
-        let give_back = (previous > 0).then_some((left, term));
+        // A lease retired earlier (replaced by one taken ahead) ends on its own.
+        if let Some((n, term)) = slot.take_retired() {
+            self.inner.refunder.spawn(slot, n, term);
+        }
+        let left = previous.map_or(0, |p| p.0);
         let lease_ms = settings.lease.ttl.as_millis() as f64 + self.inner.grace_ms;
-        let op = Op::Take { want, min: check.cost, lease_ms, give_back };
+        let op = Op::Take { want, min: check.cost, lease_ms, give_back: previous };
         let stats = &self.inner.stats;
         match self.call(scope, check.limit, check.key, settings, op).await {
             Ok(applied) => {
                 add(&stats.units_refunded, applied.returned);
                 add(&stats.units_lost, left - applied.returned);
-                self.serve_lease(settings, slot, check, applied)
+                self.serve_lease(settings, slot, check, want, applied)
             }
             Err(e) => {
                 // Units sent back in a write whose fate is unknown are never spent again.
@@ -324,8 +334,165 @@ impl LeaseCache {
         }
     }
 
-    fn serve_lease(&self, settings: &LimitSettings, slot: &Arc<Slot>, check: Check<'_>, a: Applied) -> Verdict {
-        let (alg, stats) = (settings.algorithm, &self.inner.stats);
+    /// Drains the current lease and folds its use into the key's demand.
+    /// Returns its unused units and identity, or `None` when no lease was
+    /// taken since the last one ended. Call with `refill` held.
+    fn retire_current(&self, slot: &Slot, now: f64) -> Option<(u64, LeaseTerm)> {
+        let (left, term) = slot.drain(&self.inner.stats);
+        let previous = slot.granted.swap(0, Ordering::Relaxed);
+        if previous == 0 {
+            return None;
+        }
+        let since = slot.since.load();
+        slot.demand.lock().expect("demand lock").sample(previous.saturating_sub(left), now - since);
+        Some((left, term))
+    }
+
+    /// Units a new lease for `slot` should hold: its recent demand over the
+    /// horizon, at most `lease.max` (0 for a key with no demand yet).
+    fn provision(&self, settings: &LimitSettings, slot: &Slot) -> u64 {
+        let rate = slot.demand.lock().expect("demand lock").rate;
+        let provision = (rate * settings.lease.horizon.as_millis() as f64).ceil();
+        provision.min(settings.lease.max as f64) as u64
+    }
+
+    /// Installs the lease taken ahead, if there is one and it can be spent
+    /// now, and serves `cost` from it: no store call. The lease it replaces
+    /// is retired (its end goes with the key's next write).
+    fn switch_ahead(&self, settings: &LimitSettings, slot: &Arc<Slot>, cost: u64, now: f64) -> Option<Verdict> {
+        let staged = slot.take_staged()?;
+        if !staged.usable_at(now) {
+            // Its window is over (or its time is up): give it back.
+            add(&self.inner.stats.units_drained, staged.units);
+            self.inner.refunder.spawn(slot, staged.units, staged.term);
+            return None;
+        }
+        if let Some((left, term)) = self.retire_current(slot, now) {
+            if let Some((n, term)) = slot.retire(left, term) {
+                self.inner.refunder.spawn(slot, n, term);
+            }
+        }
+        self.install(settings, slot, staged, now);
+        add(&self.inner.stats.leases_switched, 1);
+        self.try_local(settings, slot, cost, now)
+    }
+
+    /// Installs `lease` as the slot's current one, schedules its end, and
+    /// sets its low-water mark. Call with `refill` held.
+    fn install(&self, settings: &LimitSettings, slot: &Arc<Slot>, lease: Installed, now: f64) {
+        let (units, granted, until) = (lease.units, lease.granted, lease.until);
+        slot.since.store(now);
+        slot.install(lease);
+        if units > 0 {
+            let generation = slot.generation.load(Ordering::Acquire);
+            self.inner.ending.lock().expect("ending lock").push(Pending {
+                until,
+                slot: Arc::downgrade(slot),
+                which: Which::Current(generation),
+            });
+        }
+        slot.ahead_below.store(self.low_water(settings, slot, granted, units), Ordering::Release);
+    }
+
+    /// The low-water mark (plus one; 0 for none) of a lease of `granted`
+    /// units with `units` left: half of it, or the units the key's demand
+    /// spends in one store timeout if more, so a store that answers within
+    /// its timeout lands the next lease before this one runs out. Only a
+    /// lease sized by demand (larger than the request it came with) renews
+    /// ahead: a cold key stays exact and costs nothing extra.
+    fn low_water(&self, settings: &LimitSettings, slot: &Slot, granted: u64, units: u64) -> u64 {
+        if units == 0 || settings.mode == Mode::Direct {
+            return 0;
+        }
+        let rate = slot.demand.lock().expect("demand lock").rate;
+        let timeout = self.inner.guard.timeout().as_millis() as f64;
+        let mark = ((rate * timeout).ceil() as u64).max(granted / 2).min(units);
+        mark + 1
+    }
+
+    /// Takes the slot's next lease in the background ([`Self::lease_ahead`]).
+    fn spawn_lease_ahead(&self, settings: &LimitSettings, slot: &Arc<Slot>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        if self.inner.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let (this, settings, slot) = (self.clone(), *settings, slot.clone());
+        rt.spawn(self.inner.refunder.tasks.track_future(async move { this.lease_ahead(&settings, &slot).await }));
+    }
+
+    /// Takes a lease ahead of need and stages it in the slot; the retired
+    /// lease (if any) ends in the same write. Holds `refill` during the store
+    /// call, so a caller that runs out meanwhile waits for this lease rather
+    /// than taking another.
+    async fn lease_ahead(&self, settings: &LimitSettings, slot: &Arc<Slot>) {
+        let _one_at_a_time = slot.refill.lock().await;
+        let now = self.now();
+        if slot.evicted.load(Ordering::Acquire) || slot.has_staged() || slot.held_at(now) == 0 {
+            // Evicted, already staged, or the lease ran out and a caller renewed it.
+            return;
+        }
+        let want = self.provision(settings, slot);
+        if want == 0 {
+            return;
+        }
+        let give_back = slot.take_retired();
+        let left = give_back.map_or(0, |g| g.0);
+        let lease_ms = settings.lease.ttl.as_millis() as f64 + self.inner.grace_ms;
+        let op = Op::Take { want, min: 0, lease_ms, give_back };
+        let stats = &self.inner.stats;
+        let applied = match self.call(slot.scope.as_scope(), &slot.limit, &slot.key, settings, op).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::debug!(limit = &*slot.limit, error = %e, "lease ahead failed");
+                add(&stats.units_lost, left);
+                return;
+            }
+        };
+        add(&stats.units_refunded, applied.returned);
+        add(&stats.units_lost, left - applied.returned);
+        let Some(term) = applied.lease.filter(|_| applied.granted > 0) else { return };
+        add(&stats.leases, 1);
+        add(&stats.leases_ahead, 1);
+        add(&stats.units_leased, applied.granted);
+        let (from, until) = self.span(settings, applied.at_ms);
+        slot.stage(Installed {
+            units: applied.granted,
+            granted: applied.granted,
+            from,
+            until,
+            term,
+            store_remaining: applied.decision.remaining,
+            reset_at: applied.at_ms + applied.decision.reset_after_ms as f64,
+        });
+        self.inner.ending.lock().expect("ending lock").push(Pending {
+            until,
+            slot: Arc::downgrade(slot),
+            which: Which::Ahead,
+        });
+        if slot.evicted.load(Ordering::Acquire) || self.inner.closing.load(Ordering::Acquire) {
+            self.inner.refunder.end_staged(slot);
+        }
+    }
+
+    /// When a lease taken at `at_ms` may be spent: until its ttl, and for
+    /// window algorithms only inside the window it was taken in.
+    fn span(&self, settings: &LimitSettings, at_ms: f64) -> (f64, f64) {
+        let ttl_end = at_ms + settings.lease.ttl.as_millis() as f64;
+        match settings.algorithm.window_end_ms(at_ms) {
+            Some(end) => (at_ms, end.min(ttl_end)),
+            None => (f64::NEG_INFINITY, ttl_end),
+        }
+    }
+
+    fn serve_lease(
+        &self,
+        settings: &LimitSettings,
+        slot: &Arc<Slot>,
+        check: Check<'_>,
+        want: u64,
+        a: Applied,
+    ) -> Verdict {
+        let stats = &self.inner.stats;
         if a.granted == 0 {
             add(&stats.denied_store, 1);
             if a.decision.retry_after_ms != RETRY_NEVER {
@@ -340,29 +507,22 @@ impl LeaseCache {
         add(&stats.units_leased, a.granted);
         add(&stats.units_spent, check.cost);
         slot.denied_until.store(f64::NEG_INFINITY);
-        let ttl_end = a.at_ms + settings.lease.ttl.as_millis() as f64;
-        let (from, until) = match alg.window_end_ms(a.at_ms) {
-            Some(end) => (a.at_ms, end.min(ttl_end)),
-            None => (f64::NEG_INFINITY, ttl_end),
-        };
+        let (from, until) = self.span(settings, a.at_ms);
         let left = a.granted - check.cost;
-        let term = a.lease.unwrap_or(leasehold_core::LeaseTerm { taken_at_ms: a.at_ms, until_ms: until });
-        slot.reset_at.store(a.at_ms + a.decision.reset_after_ms as f64);
-        slot.install(Installed {
+        let term = a.lease.unwrap_or(LeaseTerm { taken_at_ms: a.at_ms, until_ms: until });
+        let lease = Installed {
             units: left,
             granted: a.granted,
             from,
             until,
             term,
             store_remaining: a.decision.remaining,
-        });
-        if left > 0 {
-            let generation = slot.generation.load(Ordering::Acquire);
-            self.inner.ending.lock().expect("ending lock").push(Pending {
-                until,
-                slot: Arc::downgrade(slot),
-                generation,
-            });
+            reset_at: a.at_ms + a.decision.reset_after_ms as f64,
+        };
+        self.install(settings, slot, lease, a.at_ms);
+        if want <= check.cost {
+            // Sized by the request, not by demand: no lease ahead.
+            slot.ahead_below.store(0, Ordering::Release);
         }
         if slot.evicted.load(Ordering::Acquire) {
             // Evicted while the lease was being taken: nobody will find these units.

@@ -87,6 +87,16 @@ pub(super) struct Slot {
     pub(super) denied_until: AtomicF64,
     pub(super) denied_cost: AtomicU64,
     pub(super) demand: Mutex<Demand>,
+    /// When the current lease was installed (epoch ms): its demand sample
+    /// runs from here, not from when the store granted it.
+    pub(super) since: AtomicF64,
+    /// A lease taken ahead of need and the one it will retire (see
+    /// [`Ahead`]); boxed, so a key that never renews ahead pays one pointer.
+    pub(super) ahead: Mutex<Option<Box<Ahead>>>,
+    /// The current lease's low-water mark, plus one: a spend that leaves
+    /// fewer units than this starts taking the next lease ahead (0: off, or
+    /// already started).
+    pub(super) ahead_below: AtomicU64,
     /// One slow path at a time per key. A tokio mutex: held across the store call.
     pub(super) refill: tokio::sync::Mutex<()>,
     pub(super) evicted: AtomicBool,
@@ -111,6 +121,9 @@ impl Slot {
             denied_until: AtomicF64::new(f64::NEG_INFINITY),
             denied_cost: AtomicU64::new(u64::MAX),
             demand: Mutex::default(),
+            since: AtomicF64::new(0.0),
+            ahead: Mutex::new(None),
+            ahead_below: AtomicU64::new(0),
             refill: tokio::sync::Mutex::new(()),
             evicted: AtomicBool::new(false),
         }
@@ -149,23 +162,76 @@ impl Slot {
         self.store_until.store(lease.term.until_ms);
         self.granted.store(lease.granted, Ordering::Relaxed);
         self.store_remaining.store(lease.store_remaining, Ordering::Relaxed);
+        self.reset_at.store(lease.reset_at);
         self.lease_from.store(lease.from);
         self.lease_until.store(lease.until);
         self.units.store(lease.units, Ordering::Release);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Units this slot holds for spending at `now`.
+    /// Units this slot holds for spending at `now`: the current lease's and
+    /// the one taken ahead.
     pub(super) fn held_at(&self, now: f64) -> u64 {
-        if now < self.lease_until.load() {
-            self.units.load(Ordering::Relaxed)
-        } else {
-            0
-        }
+        let current = if now < self.lease_until.load() { self.units.load(Ordering::Relaxed) } else { 0 };
+        let ahead = self.ahead.lock().expect("ahead lock");
+        let staged = ahead.as_ref().and_then(|a| a.staged.as_ref()).filter(|s| s.usable_at(now)).map_or(0, |s| s.units);
+        current + staged
+    }
+
+    /// Takes the lease staged ahead out of the slot. Call with `refill` held.
+    pub(super) fn take_staged(&self) -> Option<Installed> {
+        self.ahead.lock().expect("ahead lock").as_mut().and_then(|a| a.staged.take())
+    }
+
+    /// Whether the lease staged ahead can no longer be spent at `now`.
+    pub(super) fn ahead_due(&self, now: f64) -> bool {
+        let ahead = self.ahead.lock().expect("ahead lock");
+        ahead.as_ref().and_then(|a| a.staged.as_ref()).is_some_and(|s| now >= s.until)
+    }
+
+    /// Whether a lease is staged ahead.
+    pub(super) fn has_staged(&self) -> bool {
+        self.ahead.lock().expect("ahead lock").as_ref().is_some_and(|a| a.staged.is_some())
+    }
+
+    /// Stages `lease` to be installed when the current one runs out. Call
+    /// with `refill` held.
+    pub(super) fn stage(&self, lease: Installed) {
+        self.ahead.lock().expect("ahead lock").get_or_insert_with(Box::default).staged = Some(lease);
+    }
+
+    /// Takes the retired lease whose end rides on the key's next write.
+    pub(super) fn take_retired(&self) -> Option<(u64, LeaseTerm)> {
+        self.ahead.lock().expect("ahead lock").as_mut().and_then(|a| a.retired.take())
+    }
+
+    /// Remembers a lease replaced without a store write, to end it in the
+    /// key's next write; returns the one it displaces (if any), whose end the
+    /// caller must send on its own.
+    pub(super) fn retire(&self, left: u64, term: LeaseTerm) -> Option<(u64, LeaseTerm)> {
+        self.ahead.lock().expect("ahead lock").get_or_insert_with(Box::default).retired.replace((left, term))
     }
 }
 
+/// A slot's lease taken ahead of need, and the lease it replaced without a
+/// store write.
+///
+/// A key with steady demand takes its next lease while the current one still
+/// has units (at a low-water mark), so its callers do not wait for the store
+/// when the current one runs out: the staged lease is installed in its place
+/// with no store call. The replaced lease is *retired*: its end (and any unit
+/// it has left) is sent with the key's next write, the next lease taken ahead.
+/// A staged lease is out in the store from when it was granted, so it counts
+/// against the limit like any lease; it is never spent before it is
+/// installed, nor outside its span.
+#[derive(Debug, Default)]
+pub(super) struct Ahead {
+    pub(super) staged: Option<Installed>,
+    pub(super) retired: Option<(u64, LeaseTerm)>,
+}
+
 /// A new lease for [`Slot::install`].
+#[derive(Debug)]
 pub(super) struct Installed {
     /// Unspent units.
     pub(super) units: u64,
@@ -178,4 +244,13 @@ pub(super) struct Installed {
     pub(super) term: LeaseTerm,
     /// The store's `remaining` after the grant.
     pub(super) store_remaining: u64,
+    /// When the key is full again by the store's account (epoch ms).
+    pub(super) reset_at: f64,
+}
+
+impl Installed {
+    /// Whether its units may be spent at `now`.
+    pub(super) fn usable_at(&self, now: f64) -> bool {
+        self.from <= now && now < self.until
+    }
 }

@@ -23,6 +23,12 @@ pub struct LeaseStats {
     pub unavailable: AtomicU64,
     /// Leases taken (grants above zero).
     pub leases: AtomicU64,
+    /// Of those, leases taken ahead of need (a key's next lease, taken in
+    /// the background while its current one still had units).
+    pub leases_ahead: AtomicU64,
+    /// Leases taken ahead that were installed when the current one ran out
+    /// (a renewal without a store call).
+    pub leases_switched: AtomicU64,
     /// Units granted by leases.
     pub units_leased: AtomicU64,
     /// Units given back and accepted by the store.
@@ -47,6 +53,8 @@ pub struct LeaseCounts {
     pub degraded: u64,
     pub unavailable: u64,
     pub leases: u64,
+    pub leases_ahead: u64,
+    pub leases_switched: u64,
     pub units_leased: u64,
     pub units_refunded: u64,
     pub units_lost: u64,
@@ -88,6 +96,8 @@ impl LeaseStats {
             degraded: r(&self.degraded),
             unavailable: r(&self.unavailable),
             leases: r(&self.leases),
+            leases_ahead: r(&self.leases_ahead),
+            leases_switched: r(&self.leases_switched),
             units_leased: r(&self.units_leased),
             units_refunded: r(&self.units_refunded),
             units_lost: r(&self.units_lost),

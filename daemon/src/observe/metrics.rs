@@ -101,6 +101,11 @@ pub fn render(m: &Metrics, snap: &Snapshot) -> String {
     );
     counter("leasehold_leases_total", "Leases taken.", &[("", l.leases)]);
     counter(
+        "leasehold_leases_ahead_total",
+        "Leases taken ahead of need, and those installed with no store call.",
+        &[("{event=\"taken\"}", l.leases_ahead), ("{event=\"switched\"}", l.leases_switched)],
+    );
+    counter(
         "leasehold_lease_units_total",
         "Units leased, refunded, lost.",
         &[

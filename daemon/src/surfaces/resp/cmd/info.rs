@@ -28,6 +28,8 @@ pub(super) fn info(app: &App) -> String {
         String::new(),
         "# Leases".into(),
         format!("leases:{}", l.leases),
+        format!("leases_ahead:{}", l.leases_ahead),
+        format!("leases_switched:{}", l.leases_switched),
         format!("units_leased:{}", l.units_leased),
         format!("units_held:{}", l.units_held),
         format!("units_refunded:{}", l.units_refunded),
