@@ -131,6 +131,10 @@ enum BenchWhat {
         /// Fault: chance that a write lands but its reply is lost.
         #[arg(long, default_value_t = 0.0)]
         lost_replies: f64,
+        /// Open loop: checks per second in all, spread over the callers
+        /// (default: closed loop, each caller asks again once answered).
+        #[arg(long)]
+        rate: Option<f64>,
         /// Fault: milliseconds added to every store call.
         #[arg(long, default_value_t = 0)]
         slow_ms: u64,
@@ -245,6 +249,7 @@ async fn main() -> anyhow::Result<()> {
                     lease_max,
                     callers,
                     seconds,
+                    rate,
                     lost_replies,
                     slow_ms,
                     down_after,
@@ -267,6 +272,7 @@ async fn main() -> anyhow::Result<()> {
                 zipf_keys: None,
                 print_admissions: true,
                 pace_denials: true,
+                rate,
                 faults: leasehold::cli::bench::LoadFaults {
                     lost_replies,
                     delay: Duration::from_millis(slow_ms),
@@ -275,8 +281,8 @@ async fn main() -> anyhow::Result<()> {
             };
             let f = leasehold::cli::bench::load(&store, &run).await?;
             println!(
-                "DONE decisions={} allowed={} writes={} start={} end={}",
-                f.decisions, f.allowed, f.writes, f.span_ms.0, f.span_ms.1
+                "DONE decisions={} allowed={} writes={} waited={} unavailable={} p99_us={:.0} max_us={:.0} start={} end={}",
+                f.decisions, f.allowed, f.writes, f.waited, f.unavailable, f.p99_us, f.max_us, f.span_ms.0, f.span_ms.1
             );
         }
         Command::Bench { what: BenchWhat::Hammer { mut store, prefix, key, tasks, ops } } => {

@@ -26,6 +26,11 @@
 //!   cold key leases exactly `cost`, so it is exact like direct mode. A grant of
 //!   zero sets "denied until" from the algorithm's retry time.
 //!
+//! - **Ahead** (background, one store call): a lease sized by demand that
+//!   falls to its low-water mark takes the key's next lease while callers
+//!   keep spending the current one; the slow path then switches to it with
+//!   no store call (see [`slot::Ahead`]).
+//!
 //! ## Bounds
 //!
 //! Every unit spent locally was first taken from the shared counter, so over
@@ -34,9 +39,9 @@
 //! after `ttl`, and for window algorithms at the end of the window they were
 //! taken in (a lease never spends a unit in a later window than the one it was
 //! counted in). Unused units go back when a lease ends, when its slot is
-//! evicted and on shutdown; a crash loses them. Each daemon holds at most
-//! `max` unspent units per key, so D daemons **under-issue by at most
-//! D × max** units per key at any moment.
+//! evicted and on shutdown; a crash loses them. Each daemon holds at most two
+//! leases of at most `max` unspent units per key (current and ahead), so D
+//! daemons **under-issue by at most 2 × D × max** units per key at any moment.
 
 pub mod counter;
 mod ending;
@@ -88,7 +93,18 @@ struct Inner {
     /// Set by shutdown: no more leases are taken ahead, and one that lands
     /// after it goes straight back.
     closing: std::sync::atomic::AtomicBool,
+    /// How long store calls take lately (ms, an exponentially weighted
+    /// average of successful calls): leases renewed ahead cover at least
+    /// this much demand, so they land before the lease they replace runs out.
+    latency_ms: slot::AtomicF64,
 }
+
+/// How many store latencies of demand a lease renewed ahead covers (and how
+/// early it is taken): margin for a call slower than the recent average.
+const AHEAD_LATENCIES: f64 = 2.0;
+
+/// Weight of the newest store call in [`Inner::latency_ms`].
+const LATENCY_EWMA_WEIGHT: f64 = 0.2;
 
 /// The lease cache: answers [`Check`]s for named limits. Cheap to clone.
 #[derive(Clone)]
@@ -139,6 +155,7 @@ impl LeaseCache {
             refunder,
             grace_ms: (settings.store_timeout + 2 * ending::SWEEP_EVERY).as_millis() as f64,
             closing: std::sync::atomic::AtomicBool::new(false),
+            latency_ms: slot::AtomicF64::new(0.0),
         });
         ending::spawn_sweeper(Arc::downgrade(&inner));
         Self { inner }
@@ -300,6 +317,7 @@ impl LeaseCache {
     /// otherwise give back what is left and take a new lease in one write,
     /// and serve from it.
     async fn renew(&self, scope: Scope<'_>, settings: &LimitSettings, slot: &Arc<Slot>, check: Check<'_>) -> Verdict {
+        slot.note_miss(self.now());
         let _one_at_a_time = slot.refill.lock().await;
         let now = self.now();
         if let Some(v) = self.try_local(settings, slot, check.cost, now) {
@@ -334,26 +352,34 @@ impl LeaseCache {
         }
     }
 
-    /// Drains the current lease and folds its use into the key's demand.
-    /// Returns its unused units and identity, or `None` when no lease was
-    /// taken since the last one ended. Call with `refill` held.
+    /// Drains the current lease and folds its use into the key's demand:
+    /// the units spent from it over the time it served, which ends when a
+    /// caller first found it short, not when the renewal got to run (a lease
+    /// spent in a millisecond and renewed after a 100 ms store call served
+    /// a demand 100 times larger than it looks over its lifetime; measured
+    /// that way, a hot key behind a slow store would keep leases too small
+    /// and its callers would queue behind every store call). Returns its
+    /// unused units and identity, or `None` when no lease was taken since the
+    /// last one ended. Call with `refill` held.
     fn retire_current(&self, slot: &Slot, now: f64) -> Option<(u64, LeaseTerm)> {
         let (left, term) = slot.drain(&self.inner.stats);
         let previous = slot.granted.swap(0, Ordering::Relaxed);
         if previous == 0 {
             return None;
         }
-        let since = slot.since.load();
-        slot.demand.lock().expect("demand lock").sample(previous.saturating_sub(left), now - since);
+        let served = slot.missed_at.load().min(now) - slot.since.load();
+        slot.demand.lock().expect("demand lock").sample(previous.saturating_sub(left), served);
         Some((left, term))
     }
 
     /// Units a new lease for `slot` should hold: its recent demand over the
-    /// horizon, at most `lease.max` (0 for a key with no demand yet).
+    /// horizon (or over [`AHEAD_LATENCIES`] store latencies, if longer: a
+    /// slow store needs larger leases for a renewal to land in time), at
+    /// most `lease.max` (0 for a key with no demand yet).
     fn provision(&self, settings: &LimitSettings, slot: &Slot) -> u64 {
         let rate = slot.demand.lock().expect("demand lock").rate;
-        let provision = (rate * settings.lease.horizon.as_millis() as f64).ceil();
-        provision.min(settings.lease.max as f64) as u64
+        let span = (settings.lease.horizon.as_millis() as f64).max(AHEAD_LATENCIES * self.inner.latency_ms.load());
+        (rate * span).ceil().min(settings.lease.max as f64) as u64
     }
 
     /// Installs the lease taken ahead, if there is one and it can be spent
@@ -395,19 +421,18 @@ impl LeaseCache {
     }
 
     /// The low-water mark (plus one; 0 for none) of a lease of `granted`
-    /// units with `units` left: half of it, or the units the key's demand
-    /// spends in one store timeout if more, so a store that answers within
-    /// its timeout lands the next lease before this one runs out. Only a
-    /// lease sized by demand (larger than the request it came with) renews
-    /// ahead: a cold key stays exact and costs nothing extra.
+    /// units with `units` left: half of it, or what the key's demand spends
+    /// in [`AHEAD_LATENCIES`] store latencies if more, so the next lease
+    /// lands before this one runs out. Only a lease sized by demand (larger
+    /// than the request it came with) renews ahead: a cold key stays exact
+    /// and costs nothing extra.
     fn low_water(&self, settings: &LimitSettings, slot: &Slot, granted: u64, units: u64) -> u64 {
         if units == 0 || settings.mode == Mode::Direct {
             return 0;
         }
         let rate = slot.demand.lock().expect("demand lock").rate;
-        let timeout = self.inner.guard.timeout().as_millis() as f64;
-        let mark = ((rate * timeout).ceil() as u64).max(granted / 2).min(units);
-        mark + 1
+        let ahead = (rate * AHEAD_LATENCIES * self.inner.latency_ms.load()).ceil() as u64;
+        ahead.max(granted / 2).min(units) + 1
     }
 
     /// Takes the slot's next lease in the background ([`Self::lease_ahead`]).
@@ -519,7 +544,7 @@ impl LeaseCache {
             store_remaining: a.decision.remaining,
             reset_at: a.at_ms + a.decision.reset_after_ms as f64,
         };
-        self.install(settings, slot, lease, a.at_ms);
+        self.install(settings, slot, lease, self.now());
         if want <= check.cost {
             // Sized by the request, not by demand: no lease ahead.
             slot.ahead_below.store(0, Ordering::Release);

@@ -40,8 +40,9 @@ pub struct LeaseSettings {
     pub ttl: Duration,
     /// How far ahead a lease provisions: `want = demand rate × horizon`.
     pub horizon: Duration,
-    /// The most units one daemon holds unspent for one key. D daemons
-    /// under-issue by at most D × max.
+    /// The most units one lease holds unspent. A daemon holds at most two
+    /// leases per key (current and ahead), so D daemons under-issue by at
+    /// most 2 × D × max.
     pub max: u64,
 }
 

@@ -87,6 +87,10 @@ pub(super) struct Slot {
     pub(super) denied_until: AtomicF64,
     pub(super) denied_cost: AtomicU64,
     pub(super) demand: Mutex<Demand>,
+    /// When a caller first found the current lease unable to serve it (epoch
+    /// ms; +∞ if none has): where the lease's demand sample ends, rather
+    /// than when a renewal gets to run.
+    pub(super) missed_at: AtomicF64,
     /// When the current lease was installed (epoch ms): its demand sample
     /// runs from here, not from when the store granted it.
     pub(super) since: AtomicF64,
@@ -121,6 +125,7 @@ impl Slot {
             denied_until: AtomicF64::new(f64::NEG_INFINITY),
             denied_cost: AtomicU64::new(u64::MAX),
             demand: Mutex::default(),
+            missed_at: AtomicF64::new(f64::INFINITY),
             since: AtomicF64::new(0.0),
             ahead: Mutex::new(None),
             ahead_below: AtomicU64::new(0),
@@ -163,10 +168,18 @@ impl Slot {
         self.granted.store(lease.granted, Ordering::Relaxed);
         self.store_remaining.store(lease.store_remaining, Ordering::Relaxed);
         self.reset_at.store(lease.reset_at);
+        self.missed_at.store(f64::INFINITY);
         self.lease_from.store(lease.from);
         self.lease_until.store(lease.until);
         self.units.store(lease.units, Ordering::Release);
         self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Notes that a caller found the lease unable to serve it at `now`.
+    pub(super) fn note_miss(&self, now: f64) {
+        if now < self.missed_at.load() {
+            self.missed_at.store(now);
+        }
     }
 
     /// Units this slot holds for spending at `now`: the current lease's and

@@ -75,7 +75,14 @@ impl LeaseCache {
             });
             rx.await.unwrap_or_else(|_| Err(StoreError::transient("lease", "the store task ended").into()))
         };
-        self.inner.guard.call(call).await
+        let started = std::time::Instant::now();
+        let r = self.inner.guard.call(call).await;
+        if r.is_ok() {
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            let avg = &self.inner.latency_ms;
+            avg.store(avg.load() * (1.0 - super::LATENCY_EWMA_WEIGHT) + ms * super::LATENCY_EWMA_WEIGHT);
+        }
+        r
     }
 
     /// The key's standing without consuming: the store's view plus the units

@@ -33,6 +33,10 @@ pub struct LoadRun {
     pub pace_denials: bool,
     /// Faults injected into this run's store (the invariant tests' scenarios).
     pub faults: LoadFaults,
+    /// Open loop: checks per second per limiter, spread over its callers
+    /// (traffic that arrives at its own pace, as from users, rather than
+    /// callers asking again as soon as they are answered). `None`: closed loop.
+    pub rate: Option<f64>,
 }
 
 /// Faults a load run injects into its store. With any of them on, answers
@@ -72,6 +76,13 @@ pub struct LoadFigures {
     pub p99_us: f64,
     /// Epoch ms of the first and last decision.
     pub span_ms: (f64, f64),
+    /// Decisions whose caller waited for a store call (answered by the store
+    /// or by the fail policy), not served from a lease.
+    pub waited: u64,
+    /// Of which the store could not back the decision (timeout, outage).
+    pub unavailable: u64,
+    /// The slowest decision, microseconds.
+    pub max_us: f64,
 }
 
 /// A Zipf(s) sampler over `n` ranks (rank 0 most popular), by inverse CDF.
@@ -106,7 +117,7 @@ impl Zipf {
 /// If the store cannot be opened.
 pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, BenchError> {
     use crate::lease::settings::{CacheSettings, LimitSettings};
-    use crate::lease::{Check, LeaseCache};
+    use crate::lease::{Check, LeaseCache, Served};
 
     let mut store = config.open()?;
     let faulty = run.faults.any();
@@ -160,8 +171,15 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
             tasks.push(tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed((l * 1000 + c) as u64);
                 let (mut decisions, mut allowed, mut samples) = (0u64, 0u64, Vec::new());
+                let (mut waited, mut unavailable, mut max_ns) = (0u64, 0u64, 0u64);
                 let mut key = String::from("hot");
+                let every = run.rate.map(|r| Duration::from_secs_f64(run.callers as f64 / r.max(1e-9)));
+                let mut next = tokio::time::Instant::now() + every.map_or(Duration::ZERO, |e| e.mul_f64(rng.f64()));
                 while start.elapsed() < run.duration {
+                    if let Some(every) = every {
+                        tokio::time::sleep_until(next).await;
+                        next += every;
+                    }
                     if let Some(z) = &zipf {
                         key.clear();
                         use std::fmt::Write;
@@ -169,10 +187,14 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
                     }
                     let t = Instant::now();
                     let v = limiter.check(Check { limit: "load", key: &key, cost: 1 }).await?;
+                    let ns = t.elapsed().as_nanos() as u64;
+                    max_ns = max_ns.max(ns);
                     if decisions % 16 == 0 {
-                        samples.push(t.elapsed().as_nanos() as u64);
+                        samples.push(ns);
                     }
                     decisions += 1;
+                    waited += u64::from(v.served != Served::Local);
+                    unavailable += u64::from(v.unavailable.is_some());
                     if let Some(e) = v.unavailable {
                         if !run.faults.any() {
                             return Err(BenchError::Unavailable(e));
@@ -188,6 +210,8 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
                             println!("A {}", v.at_ms);
                         }
                         tokio::task::yield_now().await;
+                    } else if every.is_some() {
+                        // Open loop: the next request comes at its own time.
                     } else if run.pace_denials {
                         let wait = v.decision.retry_after_ms.clamp(1, 20);
                         tokio::time::sleep(Duration::from_millis(wait)).await;
@@ -195,16 +219,19 @@ pub async fn load(config: &StoreConfig, run: &LoadRun) -> Result<LoadFigures, Be
                         tokio::task::yield_now().await;
                     }
                 }
-                Ok::<_, BenchError>((decisions, allowed, samples))
+                Ok::<_, BenchError>((decisions, allowed, samples, waited, unavailable, max_ns))
             }));
         }
     }
     let mut figures = LoadFigures::default();
     let mut samples = Vec::new();
     for t in tasks {
-        let (d, a, s) = t.await??;
+        let (d, a, s, w, u, max_ns) = t.await??;
         figures.decisions += d;
         figures.allowed += a;
+        figures.waited += w;
+        figures.unavailable += u;
+        figures.max_us = figures.max_us.max(max_ns as f64 / 1e3);
         samples.extend(s);
     }
     figures.seconds = start.elapsed().as_secs_f64();
@@ -263,6 +290,7 @@ pub async fn lease_table(config: &StoreConfig, duration: Duration) -> Result<(),
                 print_admissions: false,
                 faults: LoadFaults::default(),
                 pace_denials: false,
+                rate: None,
             };
             let mut c = config.clone();
             c.prefix = format!("{}-lease-bench-{}", c.prefix, fastrand::u64(..));
