@@ -159,7 +159,7 @@ pub(super) fn spawn_sweeper(cache: Weak<super::Inner>) {
 
 impl LeaseCache {
     /// Ends the leases whose time is up and gives their unused units back.
-    /// A background task calls it every [`SWEEP_EVERY`]; tests driving a
+    /// A background task calls it every `SWEEP_EVERY` (50 ms); tests driving a
     /// manual clock call it directly.
     pub fn end_due_leases(&self) {
         let now = self.inner.counters.cas().clock().now_ms();

@@ -29,7 +29,7 @@
 //! - **Ahead** (background, one store call): a lease sized by demand that
 //!   falls to its low-water mark takes the key's next lease while callers
 //!   keep spending the current one; the slow path then switches to it with
-//!   no store call (see [`slot::Ahead`]).
+//!   no store call (see `slot::Ahead`).
 //!
 //! ## Bounds
 //!

@@ -1,4 +1,4 @@
-//! The benchmarks behind `leasehold bench`: the stores ([`store`]) and the
+//! The benchmarks behind `leasehold bench`: the stores (`store`) and the
 //! lease cache under load ([`load`]). Each prints its figures beside a
 //! baseline measured in the same run.
 
