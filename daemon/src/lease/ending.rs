@@ -209,7 +209,7 @@ impl LeaseCache {
 
     /// Gives every leased unit back to the store and waits for the refunds
     /// (and for background refunds already under way), for at most
-    /// [`SHUTDOWN_DEADLINE`]: call on graceful shutdown. Returns the units
+    /// `SHUTDOWN_DEADLINE` (5 s): call on graceful shutdown. Returns the units
     /// the store took back.
     pub async fn shutdown(&self) -> u64 {
         self.shutdown_within(SHUTDOWN_DEADLINE).await

@@ -1,14 +1,14 @@
 //! Who may call without an API key, decided by the caller, never by the
 //! address the server listens on.
 //!
-//! - [`local_caller`]: without `[auth]` keys, the dashboard and its data are
+//! - `local_caller`: without `[auth]` keys, the dashboard and its data are
 //!   served only to a caller on this machine: the peer address is loopback,
 //!   the `Host` header names loopback (`localhost`, `127.0.0.0/8`, `[::1]`,
 //!   any port), and an `Origin`, if present, is that same host. The `Host`
 //!   check defeats DNS rebinding: a page on `evil.example` whose name is made
 //!   to resolve to 127.0.0.1 reaches the port from the victim's browser, but
 //!   its requests say `Host: evil.example`.
-//! - [`browser_guard`]: without keys, a request from a browser page (it
+//! - `browser_guard`: without keys, a request from a browser page (it
 //!   carries `Origin`) is served only if the page is the daemon's own origin
 //!   on a loopback name (any name, with `auth.allow_open`), so no other site
 //!   can spend budgets through a visitor's browser.

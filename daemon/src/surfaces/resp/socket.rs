@@ -39,7 +39,7 @@ fn refuse(kind: ErrorKind, message: String) -> Error {
 
 /// Binds the socket at `path`: prepares its directory, replaces a stale
 /// socket, refuses to touch anything else, and creates it with
-/// [`SOCKET_MODE`] from the start (see the [module docs](self)).
+/// [`SOCKET_MODE`] from the start (see the module docs).
 ///
 /// # Errors
 /// An I/O error saying what failed, naming the path.
