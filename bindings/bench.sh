@@ -2,7 +2,9 @@
 # ns per in-process `check` from each language, beside the language's common
 # peer measured in the same run: Node (leasehold-node napi addon, leasehold-wasm
 # in Node, rate-limiter-flexible RateLimiterMemory) and Python
-# (leasehold-python, `limits` MemoryStorage fixed and moving window).
+# (leasehold-python, `limits` MemoryStorage fixed and moving window), each
+# with its ratio to the peer and the goal of issue #19 where it has one;
+# Python's rows split the cost (wrapper, bare ctypes call, uniffi's path).
 # 1000 keys round-robin, a limit that admits every check. Best of 5 runs.
 # Not run by CI. Builds release bindings first (as run-tests.sh does).
 #
@@ -29,13 +31,19 @@ trap 'rm -rf "$DIST"' EXIT
 
 results=$( { node "$HERE/bench/node.js"; (cd "$HERE/bench" && "$VENV/bin/python" python.py); } )
 echo
-echo "| language | implementation | ns per check |"
-echo "|---|---|---:|"
+echo "| language | implementation | ns per check | × peer | goal |"
+echo "|---|---|---:|---:|---|"
+# Ratios are to the language's peer row (rate-limiter-flexible; limits'
+# fixed window), measured in this same run.
 printf '%s\n' "$results" | node -e '
   let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
-    for (const line of s.trim().split("\n")) {
-      const r = JSON.parse(line);
-      console.log(`| ${r.lang} | ${r.impl} | ${r.ns.toLocaleString("en-US")} |`);
+    const rows = s.trim().split("\n").map((line) => JSON.parse(line));
+    for (const r of rows) {
+      const peer = rows.find((p) => p.lang === r.lang && p.role === "peer");
+      const ratio = peer ? r.ns / peer.ns : NaN;
+      const x = r.role === "peer" ? "1 (peer)" : Number.isFinite(ratio) ? `${ratio.toFixed(2)}×` : "";
+      const goal = r.goal === undefined ? "" : `≤ ${r.goal.toFixed(1)}×: ${ratio <= r.goal ? "met" : "NOT met"}`;
+      console.log(`| ${r.lang} | ${r.impl} | ${r.ns.toLocaleString("en-US")} | ${x} | ${goal} |`);
     }
   });'
 echo

@@ -54,6 +54,8 @@ export class Limiter {
   constructor(spec: LimitSpec | string, options?: LimiterOptions);
   /** Admits `cost` units (default 1) for `key`, all or nothing. */
   check(key: string, cost?: number): Decision;
+  /** `check(key, cost).allowed`, without building the decision object. */
+  allowed(key: string, cost?: number): boolean;
   /** The key's standing, consuming nothing. */
   status(key: string): Decision;
   /** Forgets `key`'s state; true when it had any. */

@@ -28,12 +28,12 @@
 //!
 //! The expired sweep is a scan of the map, so it runs only when some state may
 //! have expired (the earliest expiry recorded since the last sweep has passed).
-//! Recency is kept in a queue of touches, compacted when it grows to twice
-//! the map; every operation is amortised O(1) apart from those sweeps. Every
-//! key's latest touch is always in the queue (compaction keeps it), so
-//! making room always finds a key to drop.
+//! Recency is an intrusive doubly linked list threaded through a dense slab of
+//! entries, so a check hashes its key once (to find the slot) and marking it
+//! used, inserting and dropping the least recently used key are O(1) apart
+//! from those sweeps.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -61,44 +61,120 @@ impl fmt::Debug for LocalLimiter {
     }
 }
 
-struct Entry {
+/// "No slot": the end of the recency list.
+const NIL: usize = usize::MAX;
+
+/// One key's state and its place in the recency list.
+struct Slot {
+    /// The key, shared with the map (to find the map entry when the slot moves or goes).
+    key: Arc<str>,
     state: State,
     /// `Algorithm::expires_at_ms(&state)`, cached.
     expires_at_ms: f64,
-    /// The stamp of this key's latest touch; older touches in the queue are stale.
-    stamp: u64,
+    /// The next more recently used slot (`NIL` for the most recent).
+    newer: usize,
+    /// The next less recently used slot (`NIL` for the least recent).
+    older: usize,
 }
 
-#[derive(Default)]
+/// The keys' states: a map of key → slot index over a dense slab of slots,
+/// linked from the most to the least recently used.
 struct Store {
-    map: HashMap<Arc<str>, Entry>,
-    /// Touches in order, oldest first: `(key, stamp)`. A touch is current when
-    /// the key's entry still carries that stamp.
-    touches: VecDeque<(Arc<str>, u64)>,
-    next_stamp: u64,
+    map: HashMap<Arc<str>, usize>,
+    /// Dense: removing a slot moves the last one into its place.
+    slots: Vec<Slot>,
+    /// The most recently used slot (`NIL` when empty).
+    newest: usize,
+    /// The least recently used slot, the first to drop (`NIL` when empty).
+    oldest: usize,
     /// No entry expires before this (a lower bound; `INFINITY` when empty).
     earliest_expiry: f64,
 }
 
 impl Store {
-    /// Marks `key` as the most recently used; nothing when it holds no state.
-    ///
-    /// The key's entry takes the new stamp *before* the queue may be
-    /// compacted, so compaction keeps this touch: every key in the map always
-    /// has its latest touch in the queue, which is what lets
-    /// [`Self::evict_lru`] always find a key to drop.
-    fn touch(&mut self, key: &str) {
-        let stamp = self.next_stamp;
-        let Some((k, _)) = self.map.get_key_value(key) else { return };
-        let k = Arc::clone(k);
-        if let Some(e) = self.map.get_mut(key) {
-            e.stamp = stamp;
+    fn new() -> Self {
+        Store { map: HashMap::new(), slots: Vec::new(), newest: NIL, oldest: NIL, earliest_expiry: f64::INFINITY }
+    }
+
+    /// The slot holding `key`'s state.
+    fn find(&self, key: &str) -> Option<usize> {
+        self.map.get(key).copied()
+    }
+
+    /// Takes slot `i` out of the recency list (its links are left stale).
+    fn unlink(&mut self, i: usize) {
+        let (newer, older) = (self.slots[i].newer, self.slots[i].older);
+        match newer {
+            NIL => self.newest = older,
+            n => self.slots[n].older = older,
         }
-        self.next_stamp += 1;
-        self.touches.push_back((k, stamp));
-        if self.touches.len() > 2 * self.map.len() + 32 {
-            let map = &self.map;
-            self.touches.retain(|(k, s)| map.get(k).is_some_and(|e| e.stamp == *s));
+        match older {
+            NIL => self.oldest = newer,
+            o => self.slots[o].newer = newer,
+        }
+    }
+
+    /// Puts slot `i` (not in the list) at the most recently used end.
+    fn link_newest(&mut self, i: usize) {
+        let old_newest = self.newest;
+        self.slots[i].newer = NIL;
+        self.slots[i].older = old_newest;
+        match old_newest {
+            NIL => self.oldest = i,
+            n => self.slots[n].newer = i,
+        }
+        self.newest = i;
+    }
+
+    /// Marks slot `i` as the most recently used.
+    fn touch(&mut self, i: usize) {
+        if self.newest != i {
+            self.unlink(i);
+            self.link_newest(i);
+        }
+    }
+
+    /// Adds a key that holds no state yet, as the most recently used.
+    fn insert(&mut self, key: &str, state: State, expires_at_ms: f64) {
+        let key: Arc<str> = Arc::from(key);
+        let i = self.slots.len();
+        self.slots.push(Slot { key: Arc::clone(&key), state, expires_at_ms, newer: NIL, older: NIL });
+        self.map.insert(key, i);
+        self.link_newest(i);
+    }
+
+    /// Drops slot `i`, moving the last slot into its place.
+    fn remove_slot(&mut self, i: usize) {
+        self.unlink(i);
+        let gone = self.slots.swap_remove(i);
+        self.map.remove(&gone.key);
+        if i == self.slots.len() {
+            return; // it was the last slot: nothing moved
+        }
+        // The slot that was last (index `len`) is now at `i`: repoint its
+        // neighbours, the list's ends and the map at `i`.
+        let (newer, older) = (self.slots[i].newer, self.slots[i].older);
+        match newer {
+            NIL => self.newest = i,
+            n => self.slots[n].older = i,
+        }
+        match older {
+            NIL => self.oldest = i,
+            o => self.slots[o].newer = i,
+        }
+        if let Some(at) = self.map.get_mut(&*self.slots[i].key) {
+            *at = i;
+        }
+    }
+
+    /// Drops `key`'s state; true when it had one.
+    fn remove(&mut self, key: &str) -> bool {
+        match self.find(key) {
+            Some(i) => {
+                self.remove_slot(i);
+                true
+            }
+            None => false,
         }
     }
 
@@ -107,23 +183,21 @@ impl Store {
         if now_ms < self.earliest_expiry {
             return;
         }
-        self.map.retain(|_, e| e.expires_at_ms > now_ms);
-        self.earliest_expiry = self.map.values().map(|e| e.expires_at_ms).fold(f64::INFINITY, f64::min);
+        let mut i = 0;
+        while i < self.slots.len() {
+            if self.slots[i].expires_at_ms > now_ms {
+                i += 1;
+            } else {
+                self.remove_slot(i); // another slot moves into `i`: look at it next
+            }
+        }
+        self.earliest_expiry = self.slots.iter().map(|s| s.expires_at_ms).fold(f64::INFINITY, f64::min);
     }
 
     /// Drops the least recently used key (none when the map is empty).
     fn evict_lru(&mut self) {
-        while let Some((key, stamp)) = self.touches.pop_front() {
-            if self.map.get(&key).is_some_and(|e| e.stamp == stamp) {
-                self.map.remove(&key);
-                return;
-            }
-        }
-        // Unreachable while every key's latest touch is queued (see `touch`);
-        // should that ever break, drop some key rather than let the caller's
-        // loop spin with the lock held.
-        if let Some(key) = self.map.keys().next().cloned() {
-            self.map.remove(&key);
+        if self.oldest != NIL {
+            self.remove_slot(self.oldest);
         }
     }
 }
@@ -132,8 +206,7 @@ impl LocalLimiter {
     /// A limiter deciding with `algorithm`, keeping at most `max_keys` keys
     /// (at least one), reading the time from `clock`.
     pub fn new(algorithm: Algorithm, max_keys: usize, clock: Arc<dyn Clock>) -> Self {
-        let store = Store { earliest_expiry: f64::INFINITY, ..Store::default() };
-        Self { algorithm, clock, max_keys: max_keys.max(1), store: Mutex::new(store) }
+        Self { algorithm, clock, max_keys: max_keys.max(1), store: Mutex::new(Store::new()) }
     }
 
     /// The algorithm decisions are made by.
@@ -148,7 +221,7 @@ impl LocalLimiter {
 
     /// How many keys currently hold state (expired ones included until swept).
     pub fn len(&self) -> usize {
-        self.lock().map.len()
+        self.lock().slots.len()
     }
 
     /// True when no key holds state.
@@ -158,12 +231,13 @@ impl LocalLimiter {
 
     /// The state stored for `key`, if any.
     pub fn state(&self, key: &str) -> Option<State> {
-        self.lock().map.get(key).map(|e| e.state.clone())
+        let store = self.lock();
+        store.find(key).map(|i| store.slots[i].state.clone())
     }
 
     /// Forgets `key`'s state; true when it had one.
     pub fn remove(&self, key: &str) -> bool {
-        self.lock().map.remove(key).is_some()
+        self.lock().remove(key)
     }
 
     /// All-or-nothing admission of `cost` units for `key` at the clock's time.
@@ -175,27 +249,32 @@ impl LocalLimiter {
     pub fn check_at(&self, key: &str, cost: u64, now_ms: f64) -> Decision {
         let mut store = self.lock();
         let store = &mut *store;
-        let (decision, next) = self.algorithm.decide(store.map.get(key).map(|e| &e.state), now_ms, cost);
+        let slot = store.find(key);
+        let (decision, next) = self.algorithm.decide(slot.map(|i| &store.slots[i].state), now_ms, cost);
         let Some(state) = next else {
-            store.touch(key);
+            // A denied or zero-cost check of a known key still counts as a use.
+            if let Some(i) = slot {
+                store.touch(i);
+            }
             return decision;
         };
         let expires_at_ms = self.algorithm.expires_at_ms(&state);
-        if let Some(e) = store.map.get_mut(key) {
-            e.state = state;
-            e.expires_at_ms = expires_at_ms;
+        if let Some(i) = slot {
+            let s = &mut store.slots[i];
+            s.state = state;
+            s.expires_at_ms = expires_at_ms;
+            store.touch(i);
         } else {
-            if store.map.len() >= self.max_keys {
+            if store.slots.len() >= self.max_keys {
                 store.sweep_expired(now_ms);
             }
-            while store.map.len() >= self.max_keys {
+            while store.slots.len() >= self.max_keys {
                 store.evict_lru();
             }
-            store.map.insert(Arc::from(key), Entry { state, expires_at_ms, stamp: 0 });
+            store.insert(key, state, expires_at_ms);
         }
         // After the sweep, which recomputes the bound from the map as it was.
         store.earliest_expiry = store.earliest_expiry.min(expires_at_ms);
-        store.touch(key);
         decision
     }
 
@@ -207,7 +286,7 @@ impl LocalLimiter {
     /// [`Self::status`] at an explicit time instead of the clock's.
     pub fn status_at(&self, key: &str, now_ms: f64) -> Decision {
         let store = self.lock();
-        self.algorithm.status(store.map.get(key).map(|e| &e.state), now_ms)
+        self.algorithm.status(store.find(key).map(|i| &store.slots[i].state), now_ms)
     }
 
     fn lock(&self) -> MutexGuard<'_, Store> {
@@ -299,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn many_keys_stay_bounded_and_touch_queue_stays_small() {
+    fn many_keys_stay_bounded_and_the_recency_list_stays_whole() {
         let (l, clock) = limiter(r#"{"algorithm":"token_bucket","capacity":10,"refill_per_sec":1}"#, 100);
         for i in 0..10_000u32 {
             clock.advance(1.0);
@@ -309,7 +388,19 @@ mod tests {
             assert!(l.len() <= 100);
         }
         let store = l.lock();
-        assert!(store.touches.len() <= 2 * store.map.len() + 33, "{}", store.touches.len());
+        assert_eq!(store.map.len(), store.slots.len());
+        // Walking the list from the newest reaches every slot once, each
+        // pointing back at the one before, and the map points at each.
+        let (mut i, mut newer, mut seen) = (store.newest, NIL, 0);
+        while i != NIL {
+            assert_eq!(store.slots[i].newer, newer);
+            assert_eq!(store.map.get(&*store.slots[i].key), Some(&i));
+            seen += 1;
+            (newer, i) = (i, store.slots[i].older);
+        }
+        assert_eq!(newer, store.oldest);
+        assert_eq!(seen, store.slots.len());
+        assert_eq!(&*store.slots[store.newest].key, "hot");
     }
 
     #[test]

@@ -85,3 +85,55 @@ test('bad arguments name what is wrong', () => {
   assert.throws(() => new Limiter(42), (e) => e instanceof SpecError && e.field === 'spec');
   assert.throws(() => new Limiter({ algorithm: 'gcra', limit: 10, period: 60 }), /invalid `period`/);
 });
+
+test('allowed admits and spends exactly as check does', () => {
+  const specs = [GCRA, { algorithm: 'sliding_log', limit: 3, window: '1s' }, { algorithm: 'token_bucket', capacity: 4, refill_per_sec: 2 }];
+  for (const spec of specs) {
+    const a = new ManualClock(5_000);
+    const b = new ManualClock(5_000);
+    const viaCheck = new Limiter(spec, { clock: a, maxKeys: 3 });
+    const viaAllowed = new Limiter(spec, { clock: b, maxKeys: 3 });
+    for (let i = 0; i < 60; i++) {
+      const key = `k${i % 4}`;
+      const cost = i % 5 === 0 ? 2 : i % 7 === 0 ? 0 : 1;
+      assert.equal(viaAllowed.allowed(key, cost), viaCheck.check(key, cost).allowed, `step ${i}`);
+      assert.deepEqual(viaAllowed.status(key), viaCheck.status(key), `step ${i}`);
+      assert.equal(viaAllowed.size, viaCheck.size);
+      a.advance(90);
+      b.advance(90);
+    }
+  }
+});
+
+test('keys of every length and script are distinct keys, read whole', () => {
+  const limiter = new Limiter({ algorithm: 'fixed_window', limit: 1, window: '1h' }, { clock: new ManualClock(0) });
+  // Around the addon's 256-byte stack buffer, with 1- to 4-byte characters
+  // ending at the boundary, and keys differing only in their last character.
+  const keys = [];
+  for (const ch of ['a', 'é', '€', '😀']) {
+    for (let n = 240; n <= 262; n++) {
+      const stem = 'x'.repeat(n);
+      keys.push(stem + ch, stem + ch + 'a', stem + ch + 'b');
+    }
+  }
+  keys.push('', 'a\u0000b', 'a\u0000c', 'z'.repeat(100_000), 'z'.repeat(100_000) + '!');
+  const unique = [...new Set(keys)];
+  const big = new Limiter({ algorithm: 'fixed_window', limit: 1, window: '1h' }, { clock: new ManualClock(0), maxKeys: unique.length });
+  for (const key of unique) assert.equal(big.check(key).allowed, true, `first use of a ${key.length}-char key`);
+  for (const key of unique) assert.equal(big.allowed(key), false, `second use of a ${key.length}-char key`);
+  assert.equal(big.size, unique.length);
+  assert.equal(limiter.check('k').allowed, true);
+});
+
+test('bad keys and costs throw through allowed too', () => {
+  const limiter = new Limiter(GCRA);
+  for (const cost of [-1, 1.5, NaN, Infinity]) {
+    assert.throws(() => limiter.allowed('a', cost), (e) => e instanceof SpecError && e.field === 'cost');
+  }
+  for (const key of [undefined, 42, null, {}]) {
+    let message;
+    assert.throws(() => limiter.check(key), (e) => ((message = e.message), /String/.test(message)));
+    assert.throws(() => limiter.allowed(key), (e) => e.message === message);
+  }
+  assert.equal(limiter.size, 0, 'nothing was decided');
+});

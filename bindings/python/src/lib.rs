@@ -4,6 +4,7 @@
 //! this `_native` module with the idiomatic API and the daemon clients.
 
 mod error;
+mod fast;
 
 use std::sync::Arc;
 
@@ -119,6 +120,13 @@ impl NativeLimiter {
     /// The key's standing, consuming nothing.
     pub fn status(&self, key: &str) -> Decision {
         self.inner.status(key).into()
+    }
+
+    /// This limiter's address, for the C entry point `leasehold_native_check`
+    /// (`fast.rs`) that `Limiter.check` calls through `ctypes`: valid while
+    /// the Python object holding this limiter is alive.
+    pub fn fast_address(&self) -> u64 {
+        self as *const Self as usize as u64
     }
 
     /// How many keys hold state.

@@ -107,3 +107,48 @@ def test_limiter_is_usable_from_threads():
     for t in threads:
         t.join()
     assert sum(allowed) == 1000, "exactly the limit passes across threads"
+
+
+SPECS = [
+    GCRA,
+    {"algorithm": "sliding_log", "limit": 3, "window": "1s"},
+    {"algorithm": "token_bucket", "capacity": 4, "refill_per_sec": 2},
+]
+
+
+def _steps():
+    for i in range(60):
+        yield f"k{i % 4}", 2 if i % 5 == 0 else 0 if i % 7 == 0 else 1
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_check_agrees_with_the_uniffi_path_and_allowed_with_check(spec):
+    clocks = [ManualClock(5000.0) for _ in range(3)]
+    fast, slow, only = (Limiter(spec, clock=c, max_keys=3) for c in clocks)
+    for i, (key, cost) in enumerate(_steps()):
+        want = slow._check_slow(key, cost)  # uniffi's own check
+        got = fast.check(key, cost)
+        assert type(got) is leasehold.Decision, i
+        assert got == want and repr(got) == repr(want), i
+        assert only.allowed(key, cost) is want.allowed, i
+        assert fast.status(key) == slow.status(key) == only.status(key), i
+        assert len(fast) == len(slow) == len(only)
+        for c in clocks:
+            c.advance(90.0)
+
+
+def test_keys_of_every_script_are_distinct_and_a_bool_cost_still_counts_as_one():
+    limiter = Limiter({"algorithm": "fixed_window", "limit": 1, "window": "1h"}, clock=ManualClock(0.0), max_keys=100)
+    keys = ["", "a", "a\x00b", "a\x00c", "é", "€", "😀", "x" * 5000, "x" * 5000 + "!"]
+    for key in keys:
+        assert limiter.check(key).allowed, key
+    for key in keys:
+        assert not limiter.allowed(key), key
+    assert len(limiter) == len(keys)
+    assert limiter.check("b", True).remaining == 0  # a bool is an int to uniffi: cost 1
+    with pytest.raises(UnicodeEncodeError):
+        limiter.check("\ud800")
+    with pytest.raises(TypeError):
+        limiter.allowed(42)
+    with pytest.raises(SpecError):
+        limiter.allowed("a", -1)

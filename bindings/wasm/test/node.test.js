@@ -83,3 +83,27 @@ test('defaults, the system clock, bounded keys and argument errors', () => {
   assert.throws(() => new Limiter(42), field('spec'));
   assert.equal(decide(spec, undefined, 0).stateJson, '{"w":0.0,"n":1}');
 });
+
+test('allowed admits and spends exactly as check does', () => {
+  const specs = [
+    { algorithm: 'gcra', limit: 10, period: '1s', burst: 3 },
+    { algorithm: 'sliding_log', limit: 3, window: '1s' },
+    { algorithm: 'token_bucket', capacity: 4, refill_per_sec: 2 },
+  ];
+  for (const spec of specs) {
+    const a = new ManualClock(5_000);
+    const b = new ManualClock(5_000);
+    const viaCheck = new Limiter(spec, { clock: a, maxKeys: 3 });
+    const viaAllowed = new Limiter(spec, { clock: b, maxKeys: 3 });
+    for (let i = 0; i < 60; i++) {
+      const key = `k${i % 4}`;
+      const cost = i % 5 === 0 ? 2 : i % 7 === 0 ? 0 : 1;
+      assert.equal(viaAllowed.allowed(key, cost), viaCheck.check(key, cost).allowed, `step ${i}`);
+      assert.deepEqual(viaAllowed.status(key), viaCheck.status(key), `step ${i}`);
+      assert.equal(viaAllowed.size, viaCheck.size);
+      a.advance(90);
+      b.advance(90);
+    }
+  }
+  assert.throws(() => new Limiter(specs[0]).allowed('k', 1.5), /invalid `cost`/);
+});

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 from typing import Any, Mapping, NamedTuple, Optional, Union
 
 from . import _native
 from ._native import Decision, ManualClock
+from ._native import leasehold_native as _generated
 from .errors import SpecError, StateError, spec_error
 
 __all__ = ["Decision", "ManualClock", "Limiter", "Transition", "decide", "RETRY_NEVER", "DEFAULT_MAX_KEYS"]
@@ -29,6 +31,20 @@ Decision.__repr__ = _decision_repr  # type: ignore[method-assign]
 
 Spec = Union[Mapping[str, Any], str]
 _NativeError = _native.LeaseholdNativeError
+_U64_MAX = (1 << 64) - 1
+
+# The hot path of `Limiter.check`: one ctypes call into the same library
+# uniffi loaded (`leasehold_native_check`, bindings/python/src/fast.rs),
+# instead of uniffi's four calls and byte-by-byte buffers. `PyDLL` keeps the
+# GIL for the call (it is shorter than releasing and taking it back; the
+# limiter locks internally anyway).
+_check_c = ctypes.PyDLL(_generated._UniffiLib._name).leasehold_native_check
+_check_c.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p]
+_check_c.restype = ctypes.c_int
+# limit, remaining, retry_after_ms, reset_after_ms; one per call, so threads
+# sharing a limiter never read each other's decision.
+_Out = ctypes.c_uint64 * 4
+_new = object.__new__
 
 
 def _spec_text(spec: Spec) -> str:
@@ -61,7 +77,7 @@ class Limiter:
     True
     """
 
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "_address")
 
     def __init__(self, spec: Spec, *, clock: Optional[ManualClock] = None, max_keys: int = DEFAULT_MAX_KEYS) -> None:
         """Raises :class:`SpecError` naming the field when the spec is invalid.
@@ -75,9 +91,48 @@ class Limiter:
             self._native = _native.NativeLimiter(_spec_text(spec), min(max_keys, (1 << 64) - 1), clock)
         except _NativeError as e:
             raise _translate(e) from None
+        # Valid while `self._native` lives, which is as long as `self`.
+        self._address = self._native.fast_address()
 
     def check(self, key: str, cost: int = 1) -> Decision:
         """Admits ``cost`` units for ``key`` (all or nothing)."""
+        if type(key) is str and type(cost) is int and 0 <= cost <= _U64_MAX:
+            try:
+                utf8 = key.encode()
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: the uniffi path raises as it always did
+            else:
+                out = _Out()
+                allowed = _check_c(self._address, utf8, len(utf8), cost, out)
+                if allowed >= 0:
+                    d = _new(Decision)
+                    d.__dict__ = {
+                        "allowed": allowed == 1,
+                        "limit": out[0],
+                        "remaining": out[1],
+                        "retry_after_ms": out[2],
+                        "reset_after_ms": out[3],
+                    }
+                    return d
+        return self._check_slow(key, cost)
+
+    def allowed(self, key: str, cost: int = 1) -> bool:
+        """``check(key, cost).allowed``, without building the decision."""
+        if type(key) is str and type(cost) is int and 0 <= cost <= _U64_MAX:
+            try:
+                utf8 = key.encode()
+            except UnicodeEncodeError:
+                pass
+            else:
+                allowed = _check_c(self._address, utf8, len(utf8), cost, _Out())
+                if allowed >= 0:
+                    return allowed == 1
+        return self._check_slow(key, cost).allowed
+
+    def _check_slow(self, key: str, cost: int) -> Decision:
+        """``check`` through uniffi: any argument the fast path declined (a
+        ``bool`` cost, a non-``str`` key...), with uniffi's conversions and
+        errors."""
         try:
             return self._native.check(key, cost)
         except (TypeError, ValueError, OverflowError):
