@@ -8,11 +8,13 @@ use std::time::Instant;
 use leasehold_core::{Clock, SystemClock};
 
 use crate::config::Config;
+use crate::lease::local::LocalCounters;
 use crate::lease::LeaseCache;
 use crate::observe::events::{spawn_aggregator, Events};
 use crate::observe::metrics::Metrics;
 use crate::observe::Snapshot;
-use crate::store::{Cas, Store, StoreError, StoreUnavailable};
+use crate::store::embedded::EmbeddedStore;
+use crate::store::{Cas, Store, StoreError, StoreKind, StoreUnavailable};
 
 /// The daemon's shared state. Cheap to clone (`Arc`s inside).
 #[derive(Clone, Debug)]
@@ -45,16 +47,33 @@ impl App {
     /// # Errors
     /// As [`App::new`].
     pub fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Result<Self, StoreError> {
-        let store = config.store.open()?;
-        Ok(Self::with_store(config, store, clock))
+        // A store only this process writes (the embedded file, memory) is
+        // served from the single-host table; a shared one through leases.
+        let prefix = &config.store.prefix;
+        let (store, local): (Arc<dyn Store>, _) = match config.store.kind {
+            StoreKind::Embedded => {
+                let file = EmbeddedStore::open(&config.store.path)?;
+                let sync = config.store.sync_policy().map_err(|e| StoreError::permanent("embedded", e))?;
+                let local = LocalCounters::over_file(prefix, clock.clone(), file.clone(), sync)?;
+                (Arc::new(file), Some(local))
+            }
+            StoreKind::Memory => (config.store.open()?, Some(LocalCounters::in_memory(prefix, clock.clone()))),
+            StoreKind::Dynamodb => (config.store.open()?, None),
+        };
+        Ok(Self::build(config, store, clock, local))
     }
 
-    /// As [`App::new`], over a store of the caller's (tests, fault injection).
+    /// As [`App::new`], over a store of the caller's (tests, fault injection),
+    /// always through leases.
     pub fn with_store(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Self::build(config, store, clock, None)
+    }
+
+    fn build(config: Config, store: Arc<dyn Store>, clock: Arc<dyn Clock>, local: Option<LocalCounters>) -> Self {
         crate::store::spawn_collector(&store, clock.clone());
         let cas = Cas::new(store, clock, config.store.cas_settings());
         let limits: HashMap<_, _> = config.limits.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        let leases = LeaseCache::new(limits, cas, config.lease.cache);
+        let leases = LeaseCache::build(limits, cas, config.lease.cache, local);
         let events = Arc::new(Events::new(config.auth.hash_keys_in_events));
         let stopping = Arc::new(tokio::sync::watch::channel(false).0);
         let app = Self {

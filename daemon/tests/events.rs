@@ -84,7 +84,8 @@ fn decisions(s: &serde_json::Value) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stats_arrive_and_move_with_traffic() {
-    let d = Daemon::start(CONFIG).await;
+    // Over a shared store's leases: the lease counters move too.
+    let d = Daemon::start_leased(CONFIG).await;
     let mut sse = Sse::open(&d, "").await;
     let (event, _, limits) = sse.next().await;
     assert_eq!(event, "limits");

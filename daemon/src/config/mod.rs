@@ -2,7 +2,7 @@
 //! environment overrides, and validation that names the field at fault.
 //!
 //! ```toml
-//! [store]            # kind = "embedded" | "memory" | "dynamodb"; path; table, endpoint, region, prefix, hash_key, max_retries
+//! [store]            # kind = "embedded" | "memory" | "dynamodb"; path; sync; table, endpoint, region, prefix, hash_key, max_retries
 //! [server]           # socket, http, max_connections, max_key_bytes
 //! [lease]            # ttl, horizon, max, max_keys, idle, store_timeout, breaker_failures, breaker_open_for
 //! [limits.api]       # algorithm = "gcra", limit = 1000, period = "60s", burst = 100, mode = "leased", fail = "closed"
@@ -152,6 +152,7 @@ impl Config {
         if store.prefix.is_empty() || store.prefix.contains(':') {
             return Err(invalid("store.prefix", "must be non-empty and contain no ':'"));
         }
+        store.sync_policy().map_err(|e| invalid("store.sync", e))?;
         let server: ServerConfig = ServerConfig::deserialize(section(&mut table, "server")?)
             .map_err(|e| ConfigError::Parse { path: None, message: format!("[server]: {}", e.message()) })?;
         if server.max_connections == 0 {

@@ -71,6 +71,19 @@ impl OwnedScope {
     }
 }
 
+/// The storage key of `key` under `limit` in `scope`: `prefix:<space>:limit:key`.
+pub fn storage_key(prefix: &str, scope: Scope<'_>, limit: &str, key: &str) -> String {
+    let mut out = String::with_capacity(prefix.len() + limit.len() + key.len() + 8);
+    out.push_str(prefix);
+    out.push(':');
+    scope.write_space(&mut out);
+    out.push(':');
+    out.push_str(limit);
+    out.push(':');
+    out.push_str(key);
+    out
+}
+
 /// A counter record's content: an algorithm's state.
 struct Counter {
     alg: Algorithm,
@@ -130,16 +143,7 @@ impl Counters {
 
     /// The storage key of `key` under `limit` in `scope`: `prefix:<space>:limit:key`.
     pub fn storage_key(&self, scope: Scope<'_>, limit: &str, key: &str) -> String {
-        let prefix = self.cas.prefix();
-        let mut out = String::with_capacity(prefix.len() + limit.len() + key.len() + 8);
-        out.push_str(prefix);
-        out.push(':');
-        scope.write_space(&mut out);
-        out.push(':');
-        out.push_str(limit);
-        out.push(':');
-        out.push_str(key);
-        out
+        storage_key(self.cas.prefix(), scope, limit, key)
     }
 
     /// Applies `op` to the counter of `key` under `limit`, asked without a

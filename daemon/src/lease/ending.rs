@@ -228,6 +228,12 @@ impl LeaseCache {
                 self.inner.refunder.end_all(&slot);
             }
             self.refunds_settled().await;
+            if let Some(local) = &self.inner.local {
+                if let Err(e) = local.flush().await {
+                    tracing::warn!(error = %e, "writing the counters to the file on shutdown failed");
+                }
+                local.stop();
+            }
         };
         if tokio::time::timeout(deadline, work).await.is_err() {
             tracing::warn!(

@@ -45,6 +45,7 @@
 
 pub mod counter;
 mod ending;
+pub mod local;
 pub mod settings;
 mod slot;
 pub mod stats;
@@ -97,6 +98,8 @@ struct Inner {
     /// average of successful calls): leases renewed ahead cover at least
     /// this much demand, so they land before the lease they replace runs out.
     latency_ms: slot::AtomicF64,
+    /// The single-host table, when this process is its store's only writer.
+    local: Option<local::LocalCounters>,
 }
 
 /// How many store latencies of demand a lease renewed ahead covers (and how
@@ -125,6 +128,18 @@ impl LeaseCache {
     /// background task ends leases on time (it stops when the last clone of
     /// the cache is dropped).
     pub fn new(limits: HashMap<String, LimitSettings>, cas: Cas, settings: CacheSettings) -> Self {
+        Self::build(limits, cas, settings, None)
+    }
+
+    /// A cache whose decisions are made against `local` (the single-host
+    /// table: exact, no leases) when given; else as [`Self::new`]. `cas`
+    /// still serves readiness checks.
+    pub fn build(
+        limits: HashMap<String, LimitSettings>,
+        cas: Cas,
+        settings: CacheSettings,
+        local: Option<local::LocalCounters>,
+    ) -> Self {
         let stats = Arc::new(LeaseStats::default());
         let guard = Guard::new(settings.breaker, settings.store_timeout, cas.clock().clone());
         let counters = Counters::new(cas);
@@ -156,7 +171,11 @@ impl LeaseCache {
             grace_ms: (settings.store_timeout + 2 * ending::SWEEP_EVERY).as_millis() as f64,
             closing: std::sync::atomic::AtomicBool::new(false),
             latency_ms: slot::AtomicF64::new(0.0),
+            local,
         });
+        if let Some(local) = &inner.local {
+            local::spawn_collector(local);
+        }
         ending::spawn_sweeper(Arc::downgrade(&inner));
         Self { inner }
     }
@@ -185,6 +204,9 @@ impl LeaseCache {
     /// Keys with a slot in memory (moka's estimate: evictions it has not
     /// processed yet may still be counted; see [`Self::run_pending_tasks`]).
     pub fn keys_cached(&self) -> u64 {
+        if let Some(local) = &self.inner.local {
+            return local.len() as u64;
+        }
         self.inner.slots.entry_count()
     }
 
@@ -253,6 +275,9 @@ impl LeaseCache {
         if check.cost == 0 {
             return self.standing(scope, settings, check.limit, check.key).await;
         }
+        if let Some(local) = &self.inner.local {
+            return self.local(local, scope, settings, check, Op::Decide { cost: check.cost }, now).await;
+        }
         if settings.mode == Mode::Direct {
             return self.direct(scope, settings, check, now).await;
         }
@@ -266,6 +291,39 @@ impl LeaseCache {
             return v;
         }
         self.renew(scope, settings, &slot, check).await
+    }
+
+    /// A decision (or status) against the single-host table.
+    async fn local(
+        &self,
+        local: &local::LocalCounters,
+        scope: Scope<'_>,
+        settings: &LimitSettings,
+        check: Check<'_>,
+        op: Op,
+        now: f64,
+    ) -> Verdict {
+        match local.apply(scope, check.limit, check.key, &settings.algorithm, op).await {
+            Ok(a) => {
+                if check.cost > 0 {
+                    add(
+                        if a.decision.allowed {
+                            &self.inner.stats.allowed_store
+                        } else {
+                            &self.inner.stats.denied_store
+                        },
+                        1,
+                    );
+                }
+                Verdict { decision: a.decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
+            }
+            Err(e) => self.fail(settings, check, now, e),
+        }
+    }
+
+    /// The single-host table, when decisions are made against it.
+    pub fn local_counters(&self) -> Option<&local::LocalCounters> {
+        self.inner.local.as_ref()
     }
 
     /// The fast path: a local denial, or `cost` from leased units. A spend

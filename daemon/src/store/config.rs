@@ -39,6 +39,11 @@ pub struct StoreConfig {
     pub prefix: String,
     /// Conflicting writes retried per apply before the store counts as unavailable.
     pub max_retries: u32,
+    /// Embedded: when the file copy of the counters is written: `"always"`
+    /// (before each decision is answered, group-committed) or an interval
+    /// such as `"100ms"` (the default; a crash forgets at most about that
+    /// much). See [`crate::lease::local`].
+    pub sync: String,
 }
 
 impl Default for StoreConfig {
@@ -53,6 +58,7 @@ impl Default for StoreConfig {
             hash_key: dynamo.hash_key,
             prefix: CasSettings::default().prefix,
             max_retries: CasSettings::default().max_retries,
+            sync: "100ms".into(),
         }
     }
 }
@@ -102,6 +108,24 @@ impl StoreConfig {
             StoreKind::Embedded => std::sync::Arc::new(embedded::EmbeddedStore::open(&self.path)?),
             StoreKind::Dynamodb => std::sync::Arc::new(dynamodb::DynamoStore::connect(self.dynamo())?),
         })
+    }
+
+    /// The `sync` setting, parsed: `"always"`, or an interval from 1 ms to 10 s.
+    ///
+    /// # Errors
+    /// Why the value is not accepted.
+    pub fn sync_policy(&self) -> Result<crate::lease::local::Sync, String> {
+        if self.sync == "always" {
+            return Ok(crate::lease::local::Sync::Always);
+        }
+        let d = self
+            .sync
+            .parse::<leasehold_core::DurationMs>()
+            .map_err(|e| format!("expected \"always\" or an interval like \"100ms\": {e}"))?;
+        if !(1..=10_000).contains(&d.0) {
+            return Err(format!("{:?} is out of range: an interval from 1ms to 10s", self.sync));
+        }
+        Ok(crate::lease::local::Sync::Every(std::time::Duration::from_millis(d.0)))
     }
 
     /// The DynamoDB part of the config.

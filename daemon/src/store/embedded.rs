@@ -102,6 +102,40 @@ impl EmbeddedStore {
         &self.path
     }
 
+    /// Reads `key`'s record now, on the caller's thread (a memory-mapped
+    /// B-tree lookup: microseconds). An expired record reads as absent.
+    ///
+    /// # Errors
+    /// When the file cannot be read, or the record is corrupt.
+    pub fn read_now(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3);
+        Ok(read(&self.db, key)?.filter(|r| !r.is_expired(now)))
+    }
+
+    /// Writes `records` unconditionally in one durable transaction, on the
+    /// caller's thread: for a writer that owns the file's contents (the
+    /// single-host table, which writes its changes behind).
+    ///
+    /// # Errors
+    /// When the transaction cannot be committed; nothing is written then.
+    pub fn write_all(&self, records: &[(Box<str>, Record)]) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db.begin_write().map_err(|e| permanent("begin write", e))?;
+        {
+            let mut table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
+            let mut bytes = Vec::new();
+            for (key, record) in records {
+                bytes.clear();
+                serde_json::to_writer(&mut bytes, record).map_err(|e| permanent("encode", e))?;
+                table.insert(&**key, bytes.as_slice()).map_err(|e| permanent("write", e))?;
+            }
+        }
+        txn.commit().map_err(|e| permanent("commit", e))
+    }
+
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,

@@ -68,10 +68,23 @@ impl Daemon {
         Self::start_with(config)
     }
 
+    /// Starts a daemon with `toml` as its config that decides through leases,
+    /// as over a shared store (a memory store behind the CAS loop).
+    #[allow(dead_code)]
+    pub async fn start_leased(toml: &str) -> Self {
+        let config = leasehold::config::Config::from_table(toml.parse().unwrap()).unwrap();
+        let store = std::sync::Arc::new(leasehold::store::memory::MemoryStore::new());
+        let app = leasehold::app::App::with_store(config, store, std::sync::Arc::new(leasehold_core::SystemClock));
+        Self::serve(app)
+    }
+
     fn start_with(config: leasehold::config::Config) -> Self {
+        Self::serve(leasehold::app::App::new(config).unwrap())
+    }
+
+    fn serve(app: leasehold::app::App) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("leasehold.sock");
-        let app = leasehold::app::App::new(config).unwrap();
         let unix = leasehold::surfaces::resp::bind(&socket).unwrap();
         let std_http = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_http.set_nonblocking(true).unwrap();

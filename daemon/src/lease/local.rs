@@ -1,0 +1,422 @@
+//! The single-host counter table: when the daemon is the only writer of its
+//! store (the embedded file, or memory), its memory is authoritative and
+//! every decision is made against it directly, exactly, with no lease and no
+//! store round trip — a hash lookup and the algorithm, as Redis would.
+//!
+//! The file is a durable copy written behind (see [`Sync`]): every write
+//! marks its record dirty; a flusher thread writes the dirty records in one
+//! transaction per batch. A key not in memory is read through from the file
+//! once (after a restart, or after it expired from memory).
+//!
+//! ## What a crash can forget
+//!
+//! - `sync = "always"`: nothing. A decision is answered only after the
+//!   transaction holding it is committed (many decisions share one commit).
+//! - `sync = "<interval>"` (default `"100ms"`): the decisions of at most the
+//!   last interval plus one commit. After a crash (SIGKILL, power loss) the
+//!   restarted daemon's counters have forgotten that consumption, so those
+//!   keys may admit up to what was admitted in that interval again. A clean
+//!   shutdown (SIGTERM, SIGINT) flushes everything first.
+//!
+//! Either way a decision never admits a unit the table did not grant: the
+//! table is the counter.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use leasehold_core::{Algorithm, AlgorithmKind, Clock, State};
+
+use super::counter::{apply_op, Applied, Op, Scope};
+use crate::store::embedded::EmbeddedStore;
+use crate::store::{Record, StoreError, StoreUnavailable};
+
+/// Shards of the table (a power of two): concurrent decisions on different
+/// keys rarely share a lock.
+const SHARDS: usize = 64;
+
+/// When the file copy is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// Before a decision is answered (group-committed).
+    Always,
+    /// In the background, at most this long after a change.
+    Every(Duration),
+}
+
+impl Default for Sync {
+    fn default() -> Self {
+        Self::Every(Duration::from_millis(100))
+    }
+}
+
+/// One key's counter.
+#[derive(Debug)]
+struct Entry {
+    state: State,
+    /// The file record's version for this state (written as is).
+    version: u64,
+    expires_at_ms: f64,
+    dirty: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    map: HashMap<Box<str>, Entry>,
+    /// Keys changed since the last flush.
+    dirty: Vec<Box<str>>,
+}
+
+/// The file behind the table, and the flusher's bookkeeping.
+struct Disk {
+    store: EmbeddedStore,
+    sync: Sync,
+    /// Sequence number of the newest change (taken under its shard's lock).
+    changed: AtomicU64,
+    /// Changes up to this sequence number are in the file.
+    committed: tokio::sync::watch::Sender<u64>,
+    /// Wakes the flusher (`always`: at once; an interval: on shutdown).
+    wake: (Mutex<bool>, Condvar),
+    /// The last flush's error, if it failed (decisions under `always` fail
+    /// with it; the flusher retries).
+    failed: Mutex<Option<StoreError>>,
+}
+
+struct Inner {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    prefix: String,
+    clock: Arc<dyn Clock>,
+    disk: Option<Disk>,
+    stop: std::sync::atomic::AtomicBool,
+}
+
+/// The table. Cheap to clone.
+#[derive(Clone)]
+pub struct LocalCounters {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for LocalCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCounters").field("keys", &self.len()).finish()
+    }
+}
+
+fn kind_of(state: &State) -> AlgorithmKind {
+    match state {
+        State::Gcra(_) => AlgorithmKind::Gcra,
+        State::TokenBucket(_) => AlgorithmKind::TokenBucket,
+        State::LeakyBucket(_) => AlgorithmKind::LeakyBucket,
+        State::FixedWindow(_) => AlgorithmKind::FixedWindow,
+        State::SlidingWindow(_) => AlgorithmKind::SlidingWindow,
+        State::SlidingLog(_) => AlgorithmKind::SlidingLog,
+        State::Quota(_) => AlgorithmKind::Quota,
+    }
+}
+
+impl LocalCounters {
+    /// A table in memory only (the `memory` store).
+    pub fn in_memory(prefix: &str, clock: Arc<dyn Clock>) -> Self {
+        Self::build(prefix, clock, None)
+    }
+
+    /// A table written behind to `store`, and the flusher thread that writes
+    /// it. [`Self::stop`] flushes a last time and stops it (it also stops,
+    /// without flushing, when the last clone of the table is dropped).
+    ///
+    /// # Errors
+    /// When the flusher thread cannot be started.
+    pub fn over_file(
+        prefix: &str,
+        clock: Arc<dyn Clock>,
+        store: EmbeddedStore,
+        sync: Sync,
+    ) -> Result<Self, StoreError> {
+        let disk = Disk {
+            store,
+            sync,
+            changed: AtomicU64::new(0),
+            committed: tokio::sync::watch::Sender::new(0),
+            wake: (Mutex::new(false), Condvar::new()),
+            failed: Mutex::new(None),
+        };
+        let table = Self::build(prefix, clock, Some(disk));
+        let weak = Arc::downgrade(&table.inner);
+        std::thread::Builder::new()
+            .name("leasehold-flusher".into())
+            .spawn(move || flusher(&weak))
+            .map_err(|e| StoreError::permanent("embedded", format!("cannot start the flusher thread: {e}")))?;
+        Ok(table)
+    }
+
+    fn build(prefix: &str, clock: Arc<dyn Clock>, disk: Option<Disk>) -> Self {
+        let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
+        let inner = Inner {
+            shards,
+            hasher: RandomState::new(),
+            prefix: prefix.to_owned(),
+            clock,
+            disk,
+            stop: std::sync::atomic::AtomicBool::new(false),
+        };
+        Self { inner: Arc::new(inner) }
+    }
+
+    /// Keys in memory (expired ones included until collected).
+    pub fn len(&self) -> usize {
+        self.inner.shards.iter().map(|s| s.lock().expect("shard lock").map.len()).sum()
+    }
+
+    /// Whether no key is in memory.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The clock decisions are made with.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
+    /// Applies `op` to `key`'s counter under `limit` in `scope`, with `alg`.
+    /// With `sync = "always"`, returns once the change is in the file.
+    ///
+    /// # Errors
+    /// Only with a file: it could not be read (for a key not in memory) or,
+    /// under `always`, written.
+    pub async fn apply(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        alg: &Algorithm,
+        op: Op,
+    ) -> Result<Applied, StoreUnavailable> {
+        let (applied, seq) = self.apply_now(scope, limit, key, alg, op)?;
+        if let (Some(seq), Some(disk)) = (seq, &self.inner.disk) {
+            if disk.sync == Sync::Always {
+                self.wait_committed(disk, seq).await?;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// The decision, in memory; with the sequence number of the change (if
+    /// it changed anything and there is a file).
+    fn apply_now(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        alg: &Algorithm,
+        op: Op,
+    ) -> Result<(Applied, Option<u64>), StoreUnavailable> {
+        let storage_key = super::counter::storage_key(&self.inner.prefix, scope, limit, key);
+        let now = self.inner.clock.now_ms();
+        let shard = &self.inner.shards[(self.inner.hasher.hash_one(&storage_key) as usize) % SHARDS];
+        let mut guard = shard.lock().expect("shard lock");
+        let shard = &mut *guard;
+        if !shard.map.contains_key(storage_key.as_str()) {
+            if let Some(entry) = self.read_through(&storage_key, alg)? {
+                shard.map.insert(storage_key.clone().into_boxed_str(), entry);
+            }
+        }
+        let current = shard.map.get(storage_key.as_str());
+        let state = current.filter(|e| e.expires_at_ms > now && kind_of(&e.state) == alg.kind()).map(|e| &e.state);
+        let (applied, next) = apply_op(alg, state, now, op);
+        let Some(next) = next else { return Ok((applied, None)) };
+        let expires_at_ms = alg.expires_at_ms(&next);
+        let version = current.map_or_else(|| crate::store::cas::fresh_version(now), |e| e.version + 1);
+        let disk = self.inner.disk.as_ref();
+        let entry = Entry { state: next, version, expires_at_ms, dirty: disk.is_some() };
+        let was_dirty = match shard.map.get_mut(storage_key.as_str()) {
+            Some(e) => std::mem::replace(e, entry).dirty,
+            None => {
+                shard.map.insert(storage_key.clone().into_boxed_str(), entry);
+                false
+            }
+        };
+        let Some(disk) = disk else { return Ok((applied, None)) };
+        if !was_dirty {
+            shard.dirty.push(storage_key.into_boxed_str());
+        }
+        let seq = disk.changed.fetch_add(1, Ordering::AcqRel) + 1;
+        drop(guard);
+        if disk.sync == Sync::Always {
+            let (lock, cv) = &disk.wake;
+            *lock.lock().expect("wake lock") = true;
+            cv.notify_one();
+        }
+        Ok((applied, Some(seq)))
+    }
+
+    /// A key's record from the file, as an entry (`None`: absent, expired,
+    /// unreadable for `alg`, or no file). An unreadable state is treated as
+    /// absent (the next write replaces it), as in every store.
+    fn read_through(&self, storage_key: &str, alg: &Algorithm) -> Result<Option<Entry>, StoreUnavailable> {
+        let Some(disk) = &self.inner.disk else { return Ok(None) };
+        let Some(record) = disk.store.read_now(storage_key)? else { return Ok(None) };
+        Ok(alg.parse_state(&record.state).ok().map(|state| Entry {
+            state,
+            version: record.version,
+            expires_at_ms: record.expires_at_ms as f64,
+            dirty: false,
+        }))
+    }
+
+    async fn wait_committed(&self, disk: &Disk, seq: u64) -> Result<(), StoreUnavailable> {
+        let mut rx = disk.committed.subscribe();
+        loop {
+            if *rx.borrow_and_update() >= seq {
+                return Ok(());
+            }
+            if let Some(e) = disk.failed.lock().expect("failed lock").clone() {
+                return Err(e.into());
+            }
+            if rx.changed().await.is_err() {
+                return Err(StoreError::transient("embedded", "the flusher stopped").into());
+            }
+        }
+    }
+
+    /// Writes every dirty record to the file now (shutdown, tests).
+    ///
+    /// # Errors
+    /// When the file cannot be written.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.flush_now())
+            .await
+            .map_err(|e| StoreError::transient("embedded", format!("flush task failed: {e}")))?
+    }
+
+    /// One flush: takes the dirty records of every shard and writes them in
+    /// one transaction; then publishes how far the file is.
+    fn flush_now(&self) -> Result<(), StoreError> {
+        let Some(disk) = &self.inner.disk else { return Ok(()) };
+        let upto = disk.changed.load(Ordering::Acquire);
+        let mut batch = Vec::new();
+        for shard in self.inner.shards.iter() {
+            let mut shard = shard.lock().expect("shard lock");
+            let shard = &mut *shard;
+            for key in std::mem::take(&mut shard.dirty) {
+                if let Some(e) = shard.map.get_mut(&key) {
+                    if e.dirty {
+                        e.dirty = false;
+                        batch.push((key, e.state.clone(), e.version, e.expires_at_ms));
+                    }
+                }
+            }
+        }
+        let records = batch
+            .into_iter()
+            .map(|(key, state, version, expires)| {
+                let record =
+                    Record { state: state.to_json(), version, expires_at_ms: expires.max(0.0) as u64, write_id: 0 };
+                (key, record)
+            })
+            .collect::<Vec<_>>();
+        match disk.store.write_all(&records) {
+            Ok(()) => {
+                *disk.failed.lock().expect("failed lock") = None;
+                disk.committed.send_if_modified(|c| {
+                    let moved = upto > *c;
+                    *c = (*c).max(upto);
+                    moved
+                });
+                Ok(())
+            }
+            Err(e) => {
+                // Put them back as dirty: the next flush retries them.
+                for (key, _) in records {
+                    let shard = &self.inner.shards[(self.inner.hasher.hash_one(&*key) as usize) % SHARDS];
+                    let mut shard = shard.lock().expect("shard lock");
+                    if let Some(entry) = shard.map.get_mut(&key) {
+                        if !entry.dirty {
+                            entry.dirty = true;
+                            shard.dirty.push(key);
+                        }
+                    }
+                }
+                *disk.failed.lock().expect("failed lock") = Some(e.clone());
+                disk.committed.send_modify(|_| {});
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops expired keys that are not waiting to be written; returns how
+    /// many. A background task calls it every few seconds.
+    pub fn collect_expired(&self) -> usize {
+        let now = self.inner.clock.now_ms();
+        let mut n = 0;
+        for shard in self.inner.shards.iter() {
+            let mut shard = shard.lock().expect("shard lock");
+            let before = shard.map.len();
+            shard.map.retain(|_, e| e.dirty || e.expires_at_ms > now);
+            n += before - shard.map.len();
+            if shard.map.capacity() > 4 * shard.map.len().max(64) {
+                shard.map.shrink_to_fit();
+            }
+        }
+        n
+    }
+
+    /// Stops the flusher after a last flush.
+    pub fn stop(&self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(disk) = &self.inner.disk {
+            let (lock, cv) = &disk.wake;
+            *lock.lock().expect("wake lock") = true;
+            cv.notify_one();
+        }
+    }
+}
+
+/// The flusher thread: flushes on every wake (`always`) or every interval,
+/// until the table is stopped (a last flush) or dropped.
+fn flusher(table: &std::sync::Weak<Inner>) {
+    loop {
+        let Some(inner) = table.upgrade() else { return };
+        let this = LocalCounters { inner };
+        let Some(disk) = &this.inner.disk else { return };
+        let (lock, cv) = &disk.wake;
+        let wait = match disk.sync {
+            Sync::Always => Duration::from_millis(50),
+            Sync::Every(d) => d,
+        };
+        {
+            let woken = lock.lock().expect("wake lock");
+            let (mut woken, _) = cv.wait_timeout_while(woken, wait, |w| !*w).expect("wake lock");
+            *woken = false;
+        }
+        let stopping = this.inner.stop.load(Ordering::Acquire);
+        if let Err(e) = this.flush_now() {
+            tracing::warn!(error = %e, "writing counters to the file failed; retrying");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// Collects expired keys from `table` every [`crate::store::COLLECT_EVERY`],
+/// until the table is dropped.
+pub(super) fn spawn_collector(table: &LocalCounters) {
+    let weak = Arc::downgrade(&table.inner);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::store::COLLECT_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(inner) = weak.upgrade() else { return };
+            let n = LocalCounters { inner }.collect_expired();
+            if n > 0 {
+                tracing::debug!(dropped = n, "expired keys dropped from memory");
+            }
+        }
+    });
+}
