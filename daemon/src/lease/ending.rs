@@ -229,10 +229,8 @@ impl LeaseCache {
             }
             self.refunds_settled().await;
             if let Some(local) = &self.inner.local {
-                if let Err(e) = local.flush().await {
-                    tracing::warn!(error = %e, "writing the counters to the file on shutdown failed");
-                }
-                local.stop();
+                // A last flush, then the flusher stops.
+                local.close().await;
             }
         };
         if tokio::time::timeout(deadline, work).await.is_err() {

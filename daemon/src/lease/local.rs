@@ -91,6 +91,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     disk: Option<Disk>,
     stop: std::sync::atomic::AtomicBool,
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// The table. Cheap to clone.
@@ -145,10 +146,11 @@ impl LocalCounters {
         };
         let table = Self::build(prefix, clock, Some(disk));
         let weak = Arc::downgrade(&table.inner);
-        std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("leasehold-flusher".into())
             .spawn(move || flusher(&weak))
             .map_err(|e| StoreError::permanent("embedded", format!("cannot start the flusher thread: {e}")))?;
+        *table.inner.flusher.lock().expect("flusher lock") = Some(handle);
         Ok(table)
     }
 
@@ -161,6 +163,7 @@ impl LocalCounters {
             clock,
             disk,
             stop: std::sync::atomic::AtomicBool::new(false),
+            flusher: Mutex::new(None),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -364,7 +367,9 @@ impl LocalCounters {
         n
     }
 
-    /// Stops the flusher after a last flush.
+    /// Stops the flusher after a last flush, and waits for it (blocking:
+    /// from async code use [`Self::close`]). Changes after this are not
+    /// written.
     pub fn stop(&self) {
         self.inner.stop.store(true, Ordering::Release);
         if let Some(disk) = &self.inner.disk {
@@ -372,6 +377,18 @@ impl LocalCounters {
             *lock.lock().expect("wake lock") = true;
             cv.notify_one();
         }
+        let handle = self.inner.flusher.lock().expect("flusher lock").take();
+        if let Some(handle) = handle {
+            if handle.thread().id() != std::thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+    }
+
+    /// [`Self::stop`], off the async runtime's threads.
+    pub async fn close(&self) {
+        let this = self.clone();
+        let _ = tokio::task::spawn_blocking(move || this.stop()).await;
     }
 }
 
@@ -419,4 +436,84 @@ pub(super) fn spawn_collector(table: &LocalCounters) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leasehold_core::ManualClock;
+
+    const T0: f64 = 1_800_000_000_000.0;
+
+    fn alg(json: &str) -> Algorithm {
+        Algorithm::from_json(json).unwrap()
+    }
+
+    async fn decide(t: &LocalCounters, alg: &Algorithm, key: &str, cost: u64) -> Applied {
+        t.apply(Scope::Host, "api", key, alg, Op::Decide { cost }).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn decisions_are_the_algorithms_own_exactly() {
+        let clock = Arc::new(ManualClock::new(T0));
+        let t = LocalCounters::in_memory("p", clock.clone());
+        let a = alg(r#"{"algorithm":"gcra","limit":10,"period":"1s","burst":5}"#);
+        let mut state = None;
+        for i in 0..40 {
+            clock.advance(37.0);
+            let got = decide(&t, &a, "k", 1 + i % 3).await;
+            let (want, next) = apply_op(&a, state.as_ref(), clock.now_ms(), Op::Decide { cost: 1 + i % 3 });
+            if let Some(next) = next {
+                state = Some(next);
+            }
+            assert_eq!(got.decision, want.decision, "decision {i}");
+        }
+        assert!(t.inner.shards.iter().all(|s| s.lock().unwrap().dirty.is_empty()), "memory only: nothing to write");
+    }
+
+    #[tokio::test]
+    async fn a_restart_reads_the_counters_back_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.redb");
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(T0));
+        let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
+        {
+            let file = EmbeddedStore::open(&path).unwrap();
+            let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10))).unwrap();
+            for _ in 0..7 {
+                assert!(decide(&t, &a, "k", 1).await.decision.allowed);
+            }
+            t.flush().await.unwrap();
+            t.stop();
+        }
+        let file = EmbeddedStore::open(&path).unwrap();
+        let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Always).unwrap();
+        let d = decide(&t, &a, "k", 1).await.decision;
+        assert_eq!(d.remaining, 2, "7 + 1 of 10 spent across the restart");
+        assert!(!decide(&t, &a, "k", 3).await.decision.allowed);
+        // A limit whose algorithm changed reads the old record as absent.
+        let other = alg(r#"{"algorithm":"token_bucket","capacity":5,"refill_per_sec":1}"#);
+        assert_eq!(decide(&t, &other, "k", 1).await.decision.remaining, 4);
+        t.stop();
+    }
+
+    #[tokio::test]
+    async fn expired_keys_leave_memory_once_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
+        let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10))).unwrap();
+        let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1s"}"#);
+        for k in 0..100 {
+            decide(&t, &a, &format!("k{k}"), 1).await;
+        }
+        clock.advance(5_000.0);
+        assert_eq!(t.collect_expired(), 0, "not written yet: kept");
+        t.flush().await.unwrap();
+        assert_eq!(t.collect_expired(), 100);
+        assert!(t.is_empty());
+        // Read through again: expired in the file too, so a fresh window.
+        assert_eq!(decide(&t, &a, "k1", 1).await.decision.remaining, 9);
+        t.stop();
+    }
 }
