@@ -76,6 +76,17 @@ async fn cl_throttle_replies_like_redis_cell() {
     let err =
         redis::cmd("CL.THROTTLE").arg("k").arg(1).arg(0).arg(60).query_async::<Vec<i64>>(&mut c).await.unwrap_err();
     assert!(err.to_string().contains("count must be at least 1"), "{err}");
+    // Pipelined, a denial says what remains and when to retry, as redis-cell
+    // does: 14 × 7 units pass in 1010 ms of tolerance, 3 remain, retry in 1 s.
+    let mut pipe = redis::pipe();
+    for _ in 0..30 {
+        pipe.cmd("CL.THROTTLE").arg("k").arg(100).arg(1000).arg(10).arg(7);
+    }
+    let replies: Vec<Vec<i64>> = pipe.query_async(&mut c).await.unwrap();
+    for (i, r) in replies[..14].iter().enumerate() {
+        assert_eq!(r, &[0, 101, 101 - 7 * (i as i64 + 1), -1, 1], "{replies:?}");
+    }
+    assert!(replies[14..].iter().all(|r| r == &[1, 101, 3, 1, 1]), "{replies:?}");
     d.stop().await;
 }
 

@@ -124,6 +124,43 @@ impl Update for CounterOp {
     }
 }
 
+/// A caller's own change to a counter's state (for commands whose answer is
+/// not the algorithm's [`Applied`], like `CL.THROTTLE`'s): given the state
+/// (`None`: absent, expired, or of another algorithm) and the time, its
+/// output and the state to write (`None`: no change). Called again on a
+/// retried round, so it must be a pure function of its inputs.
+pub trait StateChange: Fn(Option<&State>, f64) -> (Self::Out, Option<State>) + Send + Sync + 'static {
+    /// What the change answers.
+    type Out: Send + 'static;
+}
+
+impl<F, R> StateChange for F
+where
+    F: Fn(Option<&State>, f64) -> (R, Option<State>) + Send + Sync + 'static,
+    R: Send + 'static,
+{
+    type Out = R;
+}
+
+struct ChangeOp<F> {
+    alg: Algorithm,
+    change: F,
+}
+
+impl<F: StateChange> Update for ChangeOp<F> {
+    type Output = F::Out;
+
+    fn apply(&self, draft: &mut Draft) -> F::Out {
+        let (alg, now) = (self.alg, draft.now_ms());
+        let state = draft.value(|r| alg.parse_state(&r.state).ok().map(|state| Counter { alg, state }));
+        let (out, next) = (self.change)(state.map(|c| &c.state), now);
+        if let Some(state) = next {
+            draft.set(Counter { alg, state });
+        }
+        out
+    }
+}
+
 /// Rate-limit counters over the CAS loop. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Counters {
@@ -171,5 +208,21 @@ impl Counters {
         op: Op,
     ) -> Result<Applied, StoreUnavailable> {
         self.cas.update(self.storage_key(scope, limit, key), CounterOp { alg: *alg, op }).await
+    }
+
+    /// Applies a caller's own `change` to the counter of `key` under `limit`
+    /// in `scope`, whose records `alg` reads.
+    ///
+    /// # Errors
+    /// As [`Self::apply_in`].
+    pub async fn change_in<F: StateChange>(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        alg: &Algorithm,
+        change: F,
+    ) -> Result<F::Out, StoreUnavailable> {
+        self.cas.update(self.storage_key(scope, limit, key), ChangeOp { alg: *alg, change }).await
     }
 }

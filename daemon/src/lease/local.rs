@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use leasehold_core::{Algorithm, AlgorithmKind, Clock, State};
 
-use super::counter::{apply_op, Applied, Op, Scope};
+use super::counter::{apply_op, Applied, Op, Scope, StateChange};
 use crate::store::embedded::EmbeddedStore;
 use crate::store::{Record, StoreError, StoreUnavailable};
 
@@ -197,25 +197,42 @@ impl LocalCounters {
         alg: &Algorithm,
         op: Op,
     ) -> Result<Applied, StoreUnavailable> {
-        let (applied, seq) = self.apply_now(scope, limit, key, alg, op)?;
-        if let (Some(seq), Some(disk)) = (seq, &self.inner.disk) {
-            if disk.sync == Sync::Always {
-                self.wait_committed(disk, seq).await?;
-            }
-        }
-        Ok(applied)
+        let alg_ = *alg;
+        self.change(scope, limit, key, alg, move |state, now| apply_op(&alg_, state, now, op)).await
     }
 
-    /// The decision, in memory; with the sequence number of the change (if
-    /// it changed anything and there is a file).
-    fn apply_now(
+    /// Applies a caller's own `change` (see [`StateChange`]) to `key`'s
+    /// counter under `limit` in `scope`, whose records `alg` reads.
+    ///
+    /// # Errors
+    /// As [`Self::apply`].
+    pub async fn change<F: StateChange>(
         &self,
         scope: Scope<'_>,
         limit: &str,
         key: &str,
         alg: &Algorithm,
-        op: Op,
-    ) -> Result<(Applied, Option<u64>), StoreUnavailable> {
+        change: F,
+    ) -> Result<F::Out, StoreUnavailable> {
+        let (out, seq) = self.change_now(scope, limit, key, alg, change)?;
+        if let (Some(seq), Some(disk)) = (seq, &self.inner.disk) {
+            if disk.sync == Sync::Always {
+                self.wait_committed(disk, seq).await?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The change, in memory; with the sequence number of the change (if it
+    /// changed anything and there is a file).
+    fn change_now<F: StateChange>(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        alg: &Algorithm,
+        change: F,
+    ) -> Result<(F::Out, Option<u64>), StoreUnavailable> {
         let storage_key = super::counter::storage_key(&self.inner.prefix, scope, limit, key);
         let now = self.inner.clock.now_ms();
         let shard = &self.inner.shards[(self.inner.hasher.hash_one(&storage_key) as usize) % SHARDS];
@@ -228,7 +245,7 @@ impl LocalCounters {
         }
         let current = shard.map.get(storage_key.as_str());
         let state = current.filter(|e| e.expires_at_ms > now && kind_of(&e.state) == alg.kind()).map(|e| &e.state);
-        let (applied, next) = apply_op(alg, state, now, op);
+        let (applied, next) = change(state, now);
         let Some(next) = next else { return Ok((applied, None)) };
         let expires_at_ms = alg.expires_at_ms(&next);
         let version = current.map_or_else(|| crate::store::cas::fresh_version(now), |e| e.version + 1);

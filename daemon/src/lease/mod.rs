@@ -321,6 +321,27 @@ impl LeaseCache {
         }
     }
 
+    /// Applies a caller's own `change` to a counter, always directly (never
+    /// from a lease): against the single-host table, or through the store's
+    /// compare-and-set behind the guard. For commands whose answer is exact
+    /// arithmetic of their own on an algorithm's state (`CL.THROTTLE`).
+    ///
+    /// # Errors
+    /// [`StoreUnavailable`] when the store cannot back it.
+    pub async fn change<F: counter::StateChange>(
+        &self,
+        scope: Scope<'_>,
+        limit: &str,
+        key: &str,
+        alg: &leasehold_core::Algorithm,
+        change: F,
+    ) -> Result<F::Out, crate::store::StoreUnavailable> {
+        if let Some(local) = &self.inner.local {
+            return local.change(scope, limit, key, alg, change).await;
+        }
+        self.inner.guard.call(self.inner.counters.change_in(scope, limit, key, alg, change)).await
+    }
+
     /// The single-host table, when decisions are made against it.
     pub fn local_counters(&self) -> Option<&local::LocalCounters> {
         self.inner.local.as_ref()
