@@ -21,8 +21,9 @@
 //! Either way a decision never admits a unit the table did not grant: the
 //! table is the counter.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashTable};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -55,6 +56,10 @@ impl Default for Sync {
 /// One key's counter.
 #[derive(Debug)]
 struct Entry {
+    /// The storage key (`prefix:<space>:limit:key`), for the file.
+    key: Box<str>,
+    /// Its hash (see [`LocalCounters::hash`]).
+    hash: u64,
     state: State,
     /// The file record's version for this state (written as is).
     version: u64,
@@ -64,9 +69,10 @@ struct Entry {
 
 #[derive(Debug, Default)]
 struct Shard {
-    map: HashMap<Box<str>, Entry>,
-    /// Keys changed since the last flush.
-    dirty: Vec<Box<str>>,
+    map: HashTable<Entry>,
+    /// Keys changed since the last flush, by hash (an entry whose hash
+    /// another key shares is found by comparing keys when flushing).
+    dirty: Vec<(u64, Box<str>)>,
 }
 
 /// The file behind the table, and the flusher's bookkeeping.
@@ -86,7 +92,8 @@ struct Disk {
 
 struct Inner {
     shards: Box<[Mutex<Shard>]>,
-    hasher: RandomState,
+    /// Seeded per process: keys a client chooses cannot be made to collide.
+    hasher: DefaultHashBuilder,
     prefix: String,
     clock: Arc<dyn Clock>,
     disk: Option<Disk>,
@@ -158,7 +165,7 @@ impl LocalCounters {
         let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
         let inner = Inner {
             shards,
-            hasher: RandomState::new(),
+            hasher: DefaultHashBuilder::default(),
             prefix: prefix.to_owned(),
             clock,
             disk,
@@ -233,34 +240,42 @@ impl LocalCounters {
         alg: &Algorithm,
         change: F,
     ) -> Result<(F::Out, Option<u64>), StoreUnavailable> {
-        let storage_key = super::counter::storage_key(&self.inner.prefix, scope, limit, key);
+        let hash = self.inner.hasher.hash_one((scope, limit, key));
+        let is = |e: &Entry| e.hash == hash && key_is(&e.key, &self.inner.prefix, scope, limit, key);
         let now = self.inner.clock.now_ms();
-        let shard = &self.inner.shards[(self.inner.hasher.hash_one(&storage_key) as usize) % SHARDS];
-        let mut guard = shard.lock().expect("shard lock");
+        let mut guard = self.shard(hash).lock().expect("shard lock");
         let shard = &mut *guard;
-        if !shard.map.contains_key(storage_key.as_str()) {
-            if let Some(entry) = self.read_through(&storage_key, alg)? {
-                shard.map.insert(storage_key.clone().into_boxed_str(), entry);
+        if shard.map.find(hash, is).is_none() {
+            let storage_key = super::counter::storage_key(&self.inner.prefix, scope, limit, key).into_boxed_str();
+            if let Some(entry) = self.read_through(storage_key, hash, alg)? {
+                shard.map.insert_unique(hash, entry, |e| e.hash);
             }
         }
-        let current = shard.map.get(storage_key.as_str());
+        let current = shard.map.find(hash, is);
         let state = current.filter(|e| e.expires_at_ms > now && kind_of(&e.state) == alg.kind()).map(|e| &e.state);
-        let (applied, next) = change(state, now);
-        let Some(next) = next else { return Ok((applied, None)) };
+        let (out, next) = change(state, now);
+        let Some(next) = next else { return Ok((out, None)) };
         let expires_at_ms = alg.expires_at_ms(&next);
         let version = current.map_or_else(|| crate::store::cas::fresh_version(now), |e| e.version + 1);
         let disk = self.inner.disk.as_ref();
-        let entry = Entry { state: next, version, expires_at_ms, dirty: disk.is_some() };
-        let was_dirty = match shard.map.get_mut(storage_key.as_str()) {
-            Some(e) => std::mem::replace(e, entry).dirty,
+        let was_dirty = match shard.map.find_mut(hash, is) {
+            Some(e) => {
+                e.state = next;
+                e.version = version;
+                e.expires_at_ms = expires_at_ms;
+                std::mem::replace(&mut e.dirty, disk.is_some())
+            }
             None => {
-                shard.map.insert(storage_key.clone().into_boxed_str(), entry);
+                let key = super::counter::storage_key(&self.inner.prefix, scope, limit, key).into_boxed_str();
+                let entry = Entry { key, hash, state: next, version, expires_at_ms, dirty: disk.is_some() };
+                shard.map.insert_unique(hash, entry, |e| e.hash);
                 false
             }
         };
-        let Some(disk) = disk else { return Ok((applied, None)) };
+        let Some(disk) = disk else { return Ok((out, None)) };
         if !was_dirty {
-            shard.dirty.push(storage_key.into_boxed_str());
+            let key = shard.map.find(hash, is).map(|e| e.key.clone()).expect("just written");
+            shard.dirty.push((hash, key));
         }
         let seq = disk.changed.fetch_add(1, Ordering::AcqRel) + 1;
         drop(guard);
@@ -269,16 +284,28 @@ impl LocalCounters {
             *lock.lock().expect("wake lock") = true;
             cv.notify_one();
         }
-        Ok((applied, Some(seq)))
+        Ok((out, Some(seq)))
+    }
+
+    fn shard(&self, hash: u64) -> &Mutex<Shard> {
+        // The high bits: the table inside a shard indexes by the low ones.
+        &self.inner.shards[(hash >> 58) as usize % SHARDS]
     }
 
     /// A key's record from the file, as an entry (`None`: absent, expired,
     /// unreadable for `alg`, or no file). An unreadable state is treated as
     /// absent (the next write replaces it), as in every store.
-    fn read_through(&self, storage_key: &str, alg: &Algorithm) -> Result<Option<Entry>, StoreUnavailable> {
+    fn read_through(
+        &self,
+        storage_key: Box<str>,
+        hash: u64,
+        alg: &Algorithm,
+    ) -> Result<Option<Entry>, StoreUnavailable> {
         let Some(disk) = &self.inner.disk else { return Ok(None) };
-        let Some(record) = disk.store.read_now(storage_key)? else { return Ok(None) };
+        let Some(record) = disk.store.read_now(&storage_key)? else { return Ok(None) };
         Ok(alg.parse_state(&record.state).ok().map(|state| Entry {
+            key: storage_key,
+            hash,
             state,
             version: record.version,
             expires_at_ms: record.expires_at_ms as f64,
@@ -321,24 +348,28 @@ impl LocalCounters {
         for shard in self.inner.shards.iter() {
             let mut shard = shard.lock().expect("shard lock");
             let shard = &mut *shard;
-            for key in std::mem::take(&mut shard.dirty) {
-                if let Some(e) = shard.map.get_mut(&key) {
+            for (hash, key) in std::mem::take(&mut shard.dirty) {
+                if let Some(e) = shard.map.find_mut(hash, |e| e.hash == hash && e.key == key) {
                     if e.dirty {
                         e.dirty = false;
-                        batch.push((key, e.state.clone(), e.version, e.expires_at_ms));
+                        batch.push((hash, key, e.state.clone(), e.version, e.expires_at_ms));
                     }
                 }
             }
         }
         let records = batch
             .into_iter()
-            .map(|(key, state, version, expires)| {
+            .map(|(hash, key, state, version, expires)| {
                 let record =
                     Record { state: state.to_json(), version, expires_at_ms: expires.max(0.0) as u64, write_id: 0 };
-                (key, record)
+                (hash, key, record)
             })
             .collect::<Vec<_>>();
-        match disk.store.write_all(&records) {
+        let written = {
+            let batch: Vec<(&str, &Record)> = records.iter().map(|(_, k, r)| (&**k, r)).collect();
+            disk.store.write_all(&batch)
+        };
+        match written {
             Ok(()) => {
                 *disk.failed.lock().expect("failed lock") = None;
                 disk.committed.send_if_modified(|c| {
@@ -350,13 +381,12 @@ impl LocalCounters {
             }
             Err(e) => {
                 // Put them back as dirty: the next flush retries them.
-                for (key, _) in records {
-                    let shard = &self.inner.shards[(self.inner.hasher.hash_one(&*key) as usize) % SHARDS];
-                    let mut shard = shard.lock().expect("shard lock");
-                    if let Some(entry) = shard.map.get_mut(&key) {
+                for (hash, key, _) in records {
+                    let mut shard = self.shard(hash).lock().expect("shard lock");
+                    if let Some(entry) = shard.map.find_mut(hash, |e| e.hash == hash && e.key == key) {
                         if !entry.dirty {
                             entry.dirty = true;
-                            shard.dirty.push(key);
+                            shard.dirty.push((hash, key));
                         }
                     }
                 }
@@ -375,10 +405,10 @@ impl LocalCounters {
         for shard in self.inner.shards.iter() {
             let mut shard = shard.lock().expect("shard lock");
             let before = shard.map.len();
-            shard.map.retain(|_, e| e.dirty || e.expires_at_ms > now);
+            shard.map.retain(|e| e.dirty || e.expires_at_ms > now);
             n += before - shard.map.len();
             if shard.map.capacity() > 4 * shard.map.len().max(64) {
-                shard.map.shrink_to_fit();
+                shard.map.shrink_to_fit(|e| e.hash);
             }
         }
         n
@@ -407,6 +437,28 @@ impl LocalCounters {
         let this = self.clone();
         let _ = tokio::task::spawn_blocking(move || this.stop()).await;
     }
+}
+
+/// Whether `stored` is the storage key `prefix:<space>:limit:key` (compared
+/// piece by piece: no key is built to look one up).
+fn key_is(stored: &str, prefix: &str, scope: Scope<'_>, limit: &str, key: &str) -> bool {
+    let space = |rest: &str| -> Option<usize> {
+        match scope {
+            Scope::Host => rest.starts_with("l:").then_some(2),
+            Scope::Adhoc => rest.starts_with("cl:").then_some(3),
+            Scope::Tenant(t) => {
+                (rest.starts_with("t.") && rest[2..].starts_with(t) && rest[2 + t.len()..].starts_with(':'))
+                    .then_some(3 + t.len())
+            }
+        }
+    };
+    let Some(rest) = stored.strip_prefix(prefix).and_then(|r| r.strip_prefix(':')) else { return false };
+    let Some(skip) = space(rest) else { return false };
+    let rest = &rest[skip..];
+    rest.len() == limit.len() + 1 + key.len()
+        && rest.starts_with(limit)
+        && rest.as_bytes()[limit.len()] == b':'
+        && &rest[limit.len() + 1..] == key
 }
 
 /// The flusher thread: flushes on every wake (`always`) or every interval,
@@ -459,6 +511,25 @@ pub(super) fn spawn_collector(table: &LocalCounters) {
 mod tests {
     use super::*;
     use leasehold_core::ManualClock;
+
+    #[test]
+    fn a_stored_key_matches_only_its_own_pieces() {
+        let k = |scope, limit, key| super::super::counter::storage_key("p", scope, limit, key);
+        let cases = [
+            (Scope::Host, "api", "a:b"),
+            (Scope::Adhoc, "api", "a"),
+            (Scope::Tenant("t1"), "api", "a"),
+            (Scope::Tenant("t"), "api", "1:api:a"),
+            (Scope::Host, "a", "pi:k"),
+            (Scope::Host, "api", ""),
+        ];
+        for (i, &(s1, l1, k1)) in cases.iter().enumerate() {
+            for (j, &(s2, l2, k2)) in cases.iter().enumerate() {
+                assert_eq!(key_is(&k(s1, l1, k1), "p", s2, l2, k2), i == j, "{i} against {j}");
+            }
+        }
+        assert!(!key_is("q:l:api:a", "p", Scope::Host, "api", "a"), "another prefix");
+    }
 
     const T0: f64 = 1_800_000_000_000.0;
 

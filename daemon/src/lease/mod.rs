@@ -266,8 +266,8 @@ impl LeaseCache {
 
     async fn decide(&self, scope: Scope<'_>, settings: &LimitSettings, check: Check<'_>) -> Verdict {
         let alg = settings.algorithm;
-        let now = self.now();
         if check.cost > alg.ceiling() {
+            let now = self.now();
             add(&self.inner.stats.denied_local, 1);
             let decision = alg.decide(None, now, check.cost).0;
             return Verdict { decision, served: Served::Local, unavailable: None, at_ms: now };
@@ -276,8 +276,9 @@ impl LeaseCache {
             return self.standing(scope, settings, check.limit, check.key).await;
         }
         if let Some(local) = &self.inner.local {
-            return self.local(local, scope, settings, check, Op::Decide { cost: check.cost }, now).await;
+            return self.local(local, scope, settings, check, Op::Decide { cost: check.cost }).await;
         }
+        let now = self.now();
         if settings.mode == Mode::Direct {
             return self.direct(scope, settings, check, now).await;
         }
@@ -301,7 +302,6 @@ impl LeaseCache {
         settings: &LimitSettings,
         check: Check<'_>,
         op: Op,
-        now: f64,
     ) -> Verdict {
         match local.apply(scope, check.limit, check.key, &settings.algorithm, op).await {
             Ok(a) => {
@@ -317,7 +317,7 @@ impl LeaseCache {
                 }
                 Verdict { decision: a.decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
             }
-            Err(e) => self.fail(settings, check, now, e),
+            Err(e) => self.fail(settings, check, self.now(), e),
         }
     }
 

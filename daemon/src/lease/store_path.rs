@@ -104,11 +104,11 @@ impl LeaseCache {
     }
 
     pub(super) async fn standing(&self, scope: Scope<'_>, settings: &LimitSettings, limit: &str, key: &str) -> Verdict {
-        let now = self.now();
         let check = Check { limit, key, cost: 0 };
         if let Some(local) = &self.inner.local {
-            return self.local(local, scope, settings, check, Op::Status, now).await;
+            return self.local(local, scope, settings, check, Op::Status).await;
         }
+        let now = self.now();
         match self.call(scope, limit, key, settings, Op::Status).await {
             Ok(a) => {
                 let held = self.inner.slots.get(&self.slot_id(scope, limit, key)).map_or(0, |s| s.held_at(now));

@@ -46,10 +46,27 @@ impl Histogram {
     }
 }
 
+/// One socket command in this many is timed for `resp_latency`.
+pub const SOCKET_LATENCY_SAMPLE: u32 = 16;
+
+/// Whether to time this socket command (see [`SOCKET_LATENCY_SAMPLE`]).
+pub fn sample_socket_latency() -> bool {
+    thread_local! {
+        static SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    SEEN.with(|n| {
+        let next = n.get().wrapping_add(1);
+        n.set(next);
+        next % SOCKET_LATENCY_SAMPLE == 0
+    })
+}
+
 /// Surface-level counters and histograms.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Decision latency on the Unix socket (command parsed to reply ready).
+    /// Decision latency on the Unix socket (command parsed to reply ready),
+    /// of a sample: one command in [`SOCKET_LATENCY_SAMPLE`] per worker
+    /// thread (a clock read costs as much as a cached decision).
     pub resp_latency: Histogram,
     /// Decision latency over HTTP.
     pub http_latency: Histogram,

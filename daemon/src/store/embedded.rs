@@ -119,7 +119,7 @@ impl EmbeddedStore {
     ///
     /// # Errors
     /// When the transaction cannot be committed; nothing is written then.
-    pub fn write_all(&self, records: &[(Box<str>, Record)]) -> Result<(), StoreError> {
+    pub fn write_all(&self, records: &[(&str, &Record)]) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
         }
@@ -130,7 +130,7 @@ impl EmbeddedStore {
             for (key, record) in records {
                 bytes.clear();
                 serde_json::to_writer(&mut bytes, record).map_err(|e| permanent("encode", e))?;
-                table.insert(&**key, bytes.as_slice()).map_err(|e| permanent("write", e))?;
+                table.insert(*key, bytes.as_slice()).map_err(|e| permanent("write", e))?;
             }
         }
         txn.commit().map_err(|e| permanent("commit", e))

@@ -5,7 +5,6 @@
 //! connection is closed.
 
 use futures_util::{FutureExt, SinkExt, StreamExt};
-use redis_protocol::codec::Resp2;
 use redis_protocol::resp2::types::BytesFrame;
 use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
@@ -23,7 +22,7 @@ pub(super) async fn refuse(mut stream: UnixStream) {
 pub(super) async fn run(stream: UnixStream, app: App, mut shutdown: watch::Receiver<bool>) {
     let (r, w) = stream.into_split();
     let mut reader = FramedRead::new(r, CommandDecoder::new(Limits::default()));
-    let mut writer = FramedWrite::new(w, Resp2::default());
+    let mut writer = FramedWrite::new(w, super::encode::ReplyEncoder);
     loop {
         if *shutdown.borrow() {
             let _ = SinkExt::<BytesFrame>::flush(&mut writer).await;

@@ -6,6 +6,7 @@
 mod cmd;
 mod connection;
 pub mod decode;
+pub mod encode;
 mod socket;
 
 use std::sync::atomic::Ordering;

@@ -133,7 +133,7 @@ pub(super) async fn cl_throttle(app: &App, args: &[Bytes]) -> BytesFrame {
         Ok(s) => s,
         Err(e) => return error(format!("ERR {e}")),
     };
-    let start = Instant::now();
+    let start = crate::observe::metrics::sample_socket_latency().then(Instant::now);
     let change = move |state: Option<&State>, now_ms: f64| {
         let tat = match state {
             Some(State::Gcra(g)) => Some((g.tat * 1e6).round() as i128),
@@ -144,7 +144,9 @@ pub(super) async fn cl_throttle(app: &App, args: &[Bytes]) -> BytesFrame {
         ((answer, now_ms), next)
     };
     let result = app.leases.change(Scope::Adhoc, &name, key, &settings.algorithm, change).await;
-    app.metrics.resp_latency.record(start.elapsed());
+    if let Some(start) = start {
+        app.metrics.resp_latency.record(start.elapsed());
+    }
     let (answer, at_ms) = match result {
         Ok(r) => r,
         Err(e) => {

@@ -27,7 +27,7 @@ pub(super) async fn throttle(app: &App, args: &[Bytes]) -> BytesFrame {
         Ok(p) => p,
         Err(e) => return e,
     };
-    let start = Instant::now();
+    let start = crate::observe::metrics::sample_socket_latency().then(Instant::now);
     let reply = match app.leases.check(Check { limit, key, cost }).await {
         Ok(v) => {
             app.observe(limit, key, &v);
@@ -35,6 +35,8 @@ pub(super) async fn throttle(app: &App, args: &[Bytes]) -> BytesFrame {
         }
         Err(e) => super::unknown(e),
     };
-    app.metrics.resp_latency.record(start.elapsed());
+    if let Some(start) = start {
+        app.metrics.resp_latency.record(start.elapsed());
+    }
     reply
 }
