@@ -145,6 +145,14 @@ enum BenchWhat {
         #[arg(long, default_value_t = 1.0)]
         down_for: f64,
     },
+    /// The HTTP baseline for `tests/bench/socket.sh`: a bare axum server whose
+    /// `POST /v1/check` parses the same body and answers the same JSON and
+    /// headers with no limiter behind it.
+    HttpBaseline {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:17079")]
+        listen: String,
+    },
     /// One process's share of a lost-update test: TASKS tasks each apply cost 1
     /// to KEY OPS times through the CAS loop.
     Hammer {
@@ -284,6 +292,11 @@ async fn main() -> anyhow::Result<()> {
                 "DONE decisions={} allowed={} writes={} waited={} unavailable={} p99_us={:.0} max_us={:.0} start={} end={}",
                 f.decisions, f.allowed, f.writes, f.waited, f.unavailable, f.p99_us, f.max_us, f.span_ms.0, f.span_ms.1
             );
+        }
+        Command::Bench { what: BenchWhat::HttpBaseline { listen } } => {
+            let listener = tokio::net::TcpListener::bind(&listen).await?;
+            println!("http: http://{}", listener.local_addr()?);
+            axum::serve(listener, leasehold::cli::bench::http_baseline()).await?;
         }
         Command::Bench { what: BenchWhat::Hammer { mut store, prefix, key, tasks, ops } } => {
             store.prefix = prefix;

@@ -327,7 +327,7 @@ impl LeaseCache {
     /// arithmetic of their own on an algorithm's state (`CL.THROTTLE`).
     ///
     /// # Errors
-    /// [`StoreUnavailable`] when the store cannot back it.
+    /// [`StoreUnavailable`](crate::store::StoreUnavailable) when the store cannot back it.
     pub async fn change<F: counter::StateChange>(
         &self,
         scope: Scope<'_>,

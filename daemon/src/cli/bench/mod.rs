@@ -1,7 +1,8 @@
 //! The benchmarks behind `leasehold bench`: the stores (`store`) and the
-//! lease cache under load ([`load`]). Each prints its figures beside a
+//! lease cache under load ([`load`]), and the HTTP surface's baseline. Each prints its figures beside a
 //! baseline measured in the same run.
 
+mod http;
 mod load;
 mod store;
 
@@ -10,6 +11,7 @@ use thiserror::Error;
 use crate::lease::CheckError;
 use crate::store::{StoreError, StoreUnavailable};
 
+pub use http::http_baseline;
 pub use load::{lease_table, load, LoadFaults, LoadFigures, LoadRun};
 pub use store::{hammer, store_scenario, store_table, StoreFigures};
 
