@@ -124,10 +124,13 @@ impl App {
 /// the key count is exact.
 fn snapshot(leases: &LeaseCache) -> Snapshot {
     leases.run_pending_tasks();
-    Snapshot {
-        lease: leases.stats().snapshot(),
-        store: leases.counters().cas().stats().snapshot(),
-        breaker: leases.breaker_state(),
-        l1_keys: leases.keys_cached(),
+    let mut store = leases.counters().cas().stats().snapshot();
+    if let Some(table) = leases.local_counters() {
+        // On one host the store's traffic is the table's: records read
+        // through and written behind.
+        let (reads, writes) = table.file_traffic();
+        store.reads += reads;
+        store.writes += writes;
     }
+    Snapshot { lease: leases.stats().snapshot(), store, breaker: leases.breaker_state(), l1_keys: leases.keys_cached() }
 }

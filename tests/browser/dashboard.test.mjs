@@ -21,9 +21,11 @@ function startDaemon(extraConfig = "") {
   const dir = mkdtempSync(join(tmpdir(), "leasehold-browser-"));
   const socket = join(dir, "leasehold.sock");
   const config = join(dir, "leasehold.toml");
-  // A generous limit, so most traffic is allowed and leases grow large.
+  // A generous limit, so most traffic is allowed.
   writeFileSync(config, '[limits.api]\nalgorithm = "token_bucket"\ncapacity = 1000000\nrefill_per_sec = 100000\nlease_max = 5000\n\n[limits.login]\nalgorithm = "fixed_window"\nlimit = 5\nwindow = "1m"\nmode = "direct"\n' + extraConfig);
-  const child = spawn(bin, ["serve", "--config", config, "--store", "memory", "--socket", socket, "--http", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "inherit"] });
+  // The default store (a file): the dashboard shows decisions per file write.
+  const store = `embedded:${join(dir, "leasehold.redb")}`;
+  const child = spawn(bin, ["serve", "--config", config, "--store", store, "--socket", socket, "--http", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "inherit"] });
   return new Promise((resolveUrl, reject) => {
     let out = "";
     child.on("exit", (code) => reject(new Error(`daemon exited with ${code}: ${out}`)));

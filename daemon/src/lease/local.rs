@@ -88,6 +88,9 @@ struct Disk {
     /// The last flush's error, if it failed (decisions under `always` fail
     /// with it; the flusher retries).
     failed: Mutex<Option<StoreError>>,
+    /// Records read from the file (keys not in memory) and written to it.
+    reads: AtomicU64,
+    writes: AtomicU64,
 }
 
 struct Inner {
@@ -152,6 +155,8 @@ impl LocalCounters {
             committed: tokio::sync::watch::Sender::new(0),
             wake: (Mutex::new(false), Condvar::new()),
             failed: Mutex::new(None),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
         };
         let table = Self::build(prefix, clock, Some(disk));
         let weak = Arc::downgrade(&table.inner);
@@ -185,6 +190,11 @@ impl LocalCounters {
     /// Whether no key is in memory.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Records read from the file and written to it so far (0, 0 without a file).
+    pub fn file_traffic(&self) -> (u64, u64) {
+        self.inner.disk.as_ref().map_or((0, 0), |d| (d.reads.load(Ordering::Relaxed), d.writes.load(Ordering::Relaxed)))
     }
 
     /// The clock decisions are made with.
@@ -304,6 +314,7 @@ impl LocalCounters {
         alg: &Algorithm,
     ) -> Result<Option<Entry>, StoreUnavailable> {
         let Some(disk) = &self.inner.disk else { return Ok(None) };
+        disk.reads.fetch_add(1, Ordering::Relaxed);
         let Some(record) = disk.store.read_now(&storage_key)? else { return Ok(None) };
         Ok(alg.parse_state(&record.state).ok().map(|state| Entry {
             key: storage_key,
@@ -373,6 +384,7 @@ impl LocalCounters {
         };
         match written {
             Ok(()) => {
+                disk.writes.fetch_add(records.len() as u64, Ordering::Relaxed);
                 *disk.failed.lock().expect("failed lock") = None;
                 disk.committed.send_if_modified(|c| {
                     let moved = upto > *c;

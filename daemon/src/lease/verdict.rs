@@ -19,7 +19,8 @@ pub struct Check<'a> {
 /// Where a decision came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Served {
-    /// From leased units or a local "denied until": no store call.
+    /// From leased units, a local "denied until", or the single-host table
+    /// (see [`crate::lease::local`]): no store call.
     Local,
     /// After a store call (a new lease, a denial from the store, or direct mode).
     Store,

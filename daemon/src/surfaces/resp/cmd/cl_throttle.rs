@@ -166,8 +166,15 @@ pub(super) async fn cl_throttle(app: &App, args: &[Bytes]) -> BytesFrame {
             return verdict(&v);
         }
     };
-    let stats = app.leases.stats();
-    add(if answer.limited { &stats.denied_store } else { &stats.allowed_store }, 1);
+    let (stats, local) = (app.leases.stats(), app.leases.local_counters().is_some());
+    let counter = match (answer.limited, local) {
+        (false, true) => &stats.allowed_local,
+        (true, true) => &stats.denied_local,
+        (false, false) => &stats.allowed_store,
+        (true, false) => &stats.denied_store,
+    };
+    add(counter, 1);
+    let served = if local { Served::Local } else { Served::Store };
     let ms = |ns: i64| u64::try_from(ns.max(0)).unwrap_or(0).div_ceil(1_000_000);
     let v = Verdict {
         decision: leasehold_core::Decision {
@@ -177,7 +184,7 @@ pub(super) async fn cl_throttle(app: &App, args: &[Bytes]) -> BytesFrame {
             retry_after_ms: if answer.limited && answer.retry_after_ns >= 0 { ms(answer.retry_after_ns) } else { 0 },
             reset_after_ms: ms(answer.reset_after_ns),
         },
-        served: Served::Store,
+        served,
         unavailable: None,
         at_ms,
     };
