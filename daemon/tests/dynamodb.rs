@@ -140,3 +140,63 @@ async fn no_update_is_lost_or_doubled_across_processes() {
     }
     eprintln!("{} applies, {} writes (version), {conflicts} cross-process conflicts", m * n * k, record.version);
 }
+
+/// Write first, read only on conflict (issue #14), against `store`: a cold
+/// key and a key this process wrote last cost one write and no read; a key
+/// another process changed costs one failed write (which returns the item)
+/// and one write, still no read; an answer that writes nothing (a denial)
+/// is read, never trusted to a guess.
+pub async fn write_first_costs_one_round_trip_when_the_guess_is_right(
+    store: Arc<dyn leasehold::store::Store>,
+    prefix: &str,
+) {
+    let settings = CasSettings { prefix: prefix.to_owned(), write_first: true, ..CasSettings::default() };
+    let ours = Counters::new(Cas::new(store.clone(), Arc::new(SystemClock), settings.clone()));
+    let theirs = Counters::new(Cas::new(store, Arc::new(SystemClock), settings));
+    let alg = Algorithm::from_json(r#"{"algorithm":"fixed_window","limit":5,"window":"1h"}"#).unwrap();
+    let decide = |c: &Counters| {
+        let c = c.clone();
+        async move { c.apply("api", "k", &alg, Op::Decide { cost: 1 }).await.unwrap().decision }
+    };
+    let traffic = |c: &Counters| {
+        let s = c.cas().stats().snapshot();
+        (s.reads, s.writes)
+    };
+    assert_eq!(decide(&ours).await.remaining, 4);
+    assert_eq!(traffic(&ours), (0, 1), "a cold key: one write, no read");
+    assert_eq!(decide(&ours).await.remaining, 3);
+    assert_eq!(traffic(&ours), (0, 2), "our own last write is the right guess");
+    assert_eq!(decide(&theirs).await.remaining, 2, "the other process's guess (absent) was wrong");
+    assert_eq!(traffic(&theirs), (0, 2), "a failed write that returned the item, then the write");
+    assert_eq!(decide(&ours).await.remaining, 1);
+    assert_eq!(traffic(&ours), (0, 4), "our guess was stale: a failed write, then the write");
+    assert_eq!(ours.cas().stats().snapshot().guessed_wrong, 1);
+    // Another process writes this key: for a while it is read first.
+    assert_eq!(decide(&ours).await.remaining, 0);
+    assert_eq!(traffic(&ours), (1, 5), "a contended key is read, then written");
+    // Denied: nothing to write.
+    let fresh = Counters::new(Cas::new(
+        ours.cas().store().clone(),
+        Arc::new(SystemClock),
+        CasSettings { prefix: prefix.to_owned(), write_first: true, ..CasSettings::default() },
+    ));
+    let denied = decide(&fresh).await;
+    assert!(!denied.allowed && denied.remaining == 0, "{denied:?}");
+    assert_eq!(traffic(&fresh), (0, 1), "guessed absent and allowed; the write failed and returned the item: denied");
+    let again = decide(&fresh).await;
+    assert!(!again.allowed && again.remaining == 0, "{again:?}");
+    assert_eq!(traffic(&fresh), (1, 1), "a denial on a guessed record writes nothing, so it is read, not trusted");
+}
+
+#[tokio::test]
+async fn write_first_on_dynamodb() {
+    let Some(endpoint) = common::dynamodb_endpoint() else { return };
+    let store = common::dynamodb_store(&endpoint).await;
+    write_first_costs_one_round_trip_when_the_guess_is_right(store, &common::unique_prefix("write-first")).await;
+}
+
+#[tokio::test]
+async fn write_first_on_the_memory_store() {
+    let store = Arc::new(leasehold::store::memory::MemoryStore::new());
+    write_first_costs_one_round_trip_when_the_guess_is_right(store, "leasehold").await;
+}

@@ -36,6 +36,14 @@ pub struct CasSettings {
     pub backoff_base: Duration,
     /// The longest backoff.
     pub backoff_max: Duration,
+    /// Write first, read only on conflict: guess a key's record from the
+    /// last one this process saw (a key never seen: absent) and write with
+    /// the condition on that guess; a wrong guess costs one failed write,
+    /// which returns the record as it stands (on stores that can), instead
+    /// of a read before every write. For remote stores (DynamoDB).
+    pub write_first: bool,
+    /// Most bytes of records remembered for guessing (write first only).
+    pub remember_bytes: u64,
 }
 
 impl Default for CasSettings {
@@ -45,6 +53,8 @@ impl Default for CasSettings {
             max_retries: 16,
             backoff_base: Duration::from_millis(2),
             backoff_max: Duration::from_millis(100),
+            write_first: false,
+            remember_bytes: 32 << 20,
         }
     }
 }
@@ -68,6 +78,11 @@ pub struct CasStats {
     pub errors: AtomicU64,
     /// Records that could not be decoded (read as absent).
     pub corrupt: AtomicU64,
+    /// Writes made on a guessed record (write first), and those whose
+    /// guess was wrong (a failed write instead of a read).
+    pub guessed: AtomicU64,
+    /// See `guessed`.
+    pub guessed_wrong: AtomicU64,
 }
 
 /// A snapshot of [`CasStats`].
@@ -82,6 +97,8 @@ pub struct CasCounts {
     pub retries: u64,
     pub errors: u64,
     pub corrupt: u64,
+    pub guessed: u64,
+    pub guessed_wrong: u64,
 }
 
 impl CasStats {
@@ -97,6 +114,8 @@ impl CasStats {
             retries: r(&self.retries),
             errors: r(&self.errors),
             corrupt: r(&self.corrupt),
+            guessed: r(&self.guessed),
+            guessed_wrong: r(&self.guessed_wrong),
         }
     }
 }
@@ -194,6 +213,33 @@ struct Inner {
     /// driver task is running for it. A `std::sync::Mutex`: held only to push
     /// or swap a `Vec`, never across an `.await`.
     queues: Queues,
+    /// The last record seen per key (write first only): the next write's guess.
+    seen: Option<moka::sync::Cache<String, Record>>,
+    /// Keys whose last guess was wrong (another process writes them too):
+    /// read first for a while, since a failed conditional write costs a
+    /// write (DynamoDB bills it as one), more than the read it saves.
+    contended: Option<moka::sync::Cache<String, ()>>,
+}
+
+/// How long a key whose guess was wrong is read before being written.
+const CONTENDED_FOR: Duration = Duration::from_secs(30);
+
+/// Where an attempt's record comes from.
+enum Source {
+    /// Read from the store.
+    Read,
+    /// Known from a failed write's reply (as good as a read).
+    Known(Option<Record>),
+    /// Guessed from the last record seen (write first).
+    Guess,
+}
+
+/// How an attempt ended.
+enum Attempt {
+    Done,
+    Conflict,
+    /// Retry at once from this source (no backoff: nobody raced us).
+    Again(Source),
 }
 
 /// The compare-and-set loop over a [`Store`]. Cheap to clone (an `Arc`).
@@ -211,7 +257,17 @@ impl std::fmt::Debug for Cas {
 impl Cas {
     /// A CAS loop over `store`, reading time from `clock`.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, settings: CasSettings) -> Self {
-        Self { inner: Arc::new(Inner { store, clock, settings, stats: CasStats::default(), queues: Mutex::default() }) }
+        let seen = settings.write_first.then(|| {
+            moka::sync::Cache::builder()
+                .max_capacity(settings.remember_bytes)
+                .weigher(|k: &String, r: &Record| u32::try_from(k.len() + r.state.len() + 64).unwrap_or(u32::MAX))
+                .build()
+        });
+        let contended = settings
+            .write_first
+            .then(|| moka::sync::Cache::builder().max_capacity(100_000).time_to_live(CONTENDED_FOR).build());
+        let stats = CasStats::default();
+        Self { inner: Arc::new(Inner { store, clock, settings, stats, queues: Mutex::default(), seen, contended }) }
     }
 
     /// The store underneath.
@@ -303,15 +359,22 @@ impl Inner {
         let (mut attempts, mut errors) = (0u32, 0u32);
         // A write whose reply was lost: it may have landed.
         let mut unsure: Option<Written> = None;
+        let contended = self.contended.as_ref().is_some_and(|c| c.contains_key(key));
+        let mut source = if self.seen.is_some() && !contended { Source::Guess } else { Source::Read };
         let failure = loop {
-            match self.attempt(key, &mut batch, &mut unsure).await {
-                Ok(true) => {
+            match self.attempt(key, &mut batch, &mut unsure, source).await {
+                Ok(Attempt::Done) => {
                     for q in batch {
                         q.succeed();
                     }
                     return;
                 }
-                Ok(false) => bump(&self.stats.conflicts),
+                Ok(Attempt::Again(next)) => {
+                    // A wrong guess: at most once per round (what comes back is known).
+                    source = next;
+                    continue;
+                }
+                Ok(Attempt::Conflict) => bump(&self.stats.conflicts),
                 Err(e) => {
                     bump(&self.stats.errors);
                     errors += 1;
@@ -320,6 +383,7 @@ impl Inner {
                     }
                 }
             }
+            source = Source::Read;
             attempts += 1;
             if attempts > self.settings.max_retries {
                 break StoreUnavailable::Contention { attempts };
@@ -327,6 +391,9 @@ impl Inner {
             bump(&self.stats.retries);
             tokio::time::sleep(self.backoff(attempts)).await;
         };
+        if let Some(seen) = &self.seen {
+            seen.invalidate(key);
+        }
         for q in batch {
             q.fail(failure.clone());
         }
@@ -337,25 +404,40 @@ impl Inner {
         cap.mul_f64(fastrand::f64())
     }
 
-    /// Read, run every update in order, write if anything changed.
-    /// `Ok(false)` on conflict.
+    /// Read (or guess, or use what a failed write returned), run every
+    /// update in order, write if anything changed.
     ///
     /// Writes are idempotent: each carries a random write id. When a write's
     /// reply is lost (timeout, reset, 5xx) it is remembered in `unsure`; the
     /// next attempt's read finds the record at that version with that id if
     /// it landed, and then the batch is done — its updates are never applied
     /// twice (a refund applied twice would mint units).
+    ///
+    /// A guess is only ever trusted through a conditional write: when the
+    /// updates change nothing on a guessed record (a denial, a status), the
+    /// round reads and runs them again, so no answer rests on a guess.
     async fn attempt(
         &self,
         key: &str,
         batch: &mut [Box<dyn Queued>],
         unsure: &mut Option<Written>,
-    ) -> Result<bool, StoreError> {
-        bump(&self.stats.reads);
-        let record = self.store.get(key).await?;
+        source: Source,
+    ) -> Result<Attempt, StoreError> {
+        let guessed = matches!(source, Source::Guess) && unsure.is_none();
+        let record = match source {
+            _ if unsure.is_some() => self.read(key).await?,
+            Source::Read => self.read(key).await?,
+            Source::Known(r) => {
+                if let (Some(seen), Some(r)) = (&self.seen, &r) {
+                    seen.insert(key.to_owned(), r.clone());
+                }
+                r
+            }
+            Source::Guess => self.seen.as_ref().and_then(|s| s.get(key)),
+        };
         if let Some(w) = unsure.take() {
             match &record {
-                Some(r) if r.version == w.version && r.write_id == w.write_id => return Ok(true),
+                Some(r) if r.version == w.version && r.write_id == w.write_id => return Ok(Attempt::Done),
                 // Another write reached our version or beyond: ours may have
                 // landed before it. Applying the batch again could apply it
                 // twice, so give up on it (under-issue at worst).
@@ -377,7 +459,7 @@ impl Inner {
             tracing::warn!(key, "unreadable record; treating the key as fresh");
         }
         let Some(value) = draft.value.filter(|_| draft.changed) else {
-            return Ok(true);
+            return Ok(if guessed { Attempt::Again(Source::Read) } else { Attempt::Done });
         };
         let next = Record {
             state: value.encode(),
@@ -386,14 +468,53 @@ impl Inner {
             write_id: fastrand::u64(1..),
         };
         bump(&self.stats.writes);
-        match self.store.put_if(key, &next, record.map(|r| r.version)).await {
-            Ok(PutOutcome::Written) => Ok(true),
-            Ok(PutOutcome::Conflict) => Ok(false),
+        if guessed {
+            bump(&self.stats.guessed);
+        }
+        let expected = record.as_ref().map(|r| r.version);
+        let outcome = if self.seen.is_some() {
+            self.store.put_if_or_current(key, &next, expected).await
+        } else {
+            self.store.put_if(key, &next, expected).await.map(|o| (o, None))
+        };
+        match outcome {
+            Ok((PutOutcome::Written, _)) => {
+                if let Some(seen) = &self.seen {
+                    seen.insert(key.to_owned(), next);
+                }
+                Ok(Attempt::Done)
+            }
+            Ok((PutOutcome::Conflict, current)) => {
+                if let Some(seen) = &self.seen {
+                    seen.invalidate(key);
+                }
+                match (guessed, current) {
+                    (true, current) => {
+                        bump(&self.stats.guessed_wrong);
+                        if let (Some(c), Some(_)) = (&self.contended, &record) {
+                            // Guessed from a record we had seen: someone else writes this key.
+                            c.insert(key.to_owned(), ());
+                        }
+                        Ok(Attempt::Again(current.map_or(Source::Read, Source::Known)))
+                    }
+                    // A known record is as good as a read for the retry (after backoff).
+                    (false, _) => Ok(Attempt::Conflict),
+                }
+            }
             Err(e) => {
                 *unsure = Some(Written { version: next.version, write_id: next.write_id });
                 Err(e)
             }
         }
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Record>, StoreError> {
+        bump(&self.stats.reads);
+        let record = self.store.get(key).await?;
+        if let (Some(seen), Some(r)) = (&self.seen, &record) {
+            seen.insert(key.to_owned(), r.clone());
+        }
+        Ok(record)
     }
 }
 

@@ -39,6 +39,9 @@ pub struct StoreConfig {
     pub prefix: String,
     /// Conflicting writes retried per apply before the store counts as unavailable.
     pub max_retries: u32,
+    /// DynamoDB: write first and read only on conflict (default true); see
+    /// [`CasSettings::write_first`].
+    pub write_first: bool,
     /// Embedded: when the file copy of the counters is written: `"always"`
     /// (before each decision is answered, group-committed) or an interval
     /// such as `"100ms"` (the default; a crash forgets at most about that
@@ -58,6 +61,7 @@ impl Default for StoreConfig {
             hash_key: dynamo.hash_key,
             prefix: CasSettings::default().prefix,
             max_retries: CasSettings::default().max_retries,
+            write_first: true,
             sync: "100ms".into(),
         }
     }
@@ -141,6 +145,12 @@ impl StoreConfig {
 
     /// The CAS loop's settings from the config.
     pub fn cas_settings(&self) -> CasSettings {
-        CasSettings { prefix: self.prefix.clone(), max_retries: self.max_retries, ..CasSettings::default() }
+        CasSettings {
+            prefix: self.prefix.clone(),
+            max_retries: self.max_retries,
+            // A remote store: a right guess saves a round trip per write.
+            write_first: self.write_first && self.kind == StoreKind::Dynamodb,
+            ..CasSettings::default()
+        }
     }
 }

@@ -17,9 +17,10 @@ use async_trait::async_trait;
 use aws_credential_types::Credentials;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Region};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-    TimeToLiveSpecification,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_dynamodb::Client;
 
@@ -251,17 +252,7 @@ impl Store for DynamoStore {
             .send()
             .await
             .map_err(|e| self.classify("GetItem", e))?;
-        let Some(item) = out.item else { return Ok(None) };
-        let state = match item.get("state") {
-            Some(AttributeValue::S(s)) => s.clone(),
-            _ => return Err(bad("state", "is missing or not a string (S)")),
-        };
-        Ok(Some(Record {
-            state,
-            version: number(&item, "version")?,
-            expires_at_ms: number(&item, "expires_at_ms")?,
-            write_id: if item.contains_key("wid") { number(&item, "wid")? } else { 0 },
-        }))
+        out.item.as_ref().map(record_of).transpose()
     }
 
     async fn put_if(
@@ -270,6 +261,43 @@ impl Store for DynamoStore {
         record: &Record,
         expected_version: Option<u64>,
     ) -> Result<PutOutcome, StoreError> {
+        self.put(key, record, expected_version, false).await.map(|(o, _)| o)
+    }
+
+    async fn put_if_or_current(
+        &self,
+        key: &str,
+        record: &Record,
+        expected_version: Option<u64>,
+    ) -> Result<(PutOutcome, Option<Option<Record>>), StoreError> {
+        self.put(key, record, expected_version, true).await
+    }
+}
+
+/// A record from an item's attributes.
+fn record_of(item: &HashMap<String, AttributeValue>) -> Result<Record, StoreError> {
+    let state = match item.get("state") {
+        Some(AttributeValue::S(s)) => s.clone(),
+        _ => return Err(bad("state", "is missing or not a string (S)")),
+    };
+    Ok(Record {
+        state,
+        version: number(item, "version")?,
+        expires_at_ms: number(item, "expires_at_ms")?,
+        write_id: if item.contains_key("wid") { number(item, "wid")? } else { 0 },
+    })
+}
+
+impl DynamoStore {
+    /// The conditional `PutItem`; with `current`, a failed condition returns
+    /// the item as it stands (`ALL_OLD`), so the caller needs no read.
+    async fn put(
+        &self,
+        key: &str,
+        record: &Record,
+        expected_version: Option<u64>,
+        current: bool,
+    ) -> Result<(PutOutcome, Option<Option<Record>>), StoreError> {
         let put = self
             .client
             .put_item()
@@ -289,12 +317,21 @@ impl Store for DynamoStore {
                 .condition_expression("attribute_not_exists(#pk)")
                 .expression_attribute_names("#pk", &self.config.hash_key),
         };
+        let put = if current {
+            put.return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        } else {
+            put
+        };
         match put.send().await {
-            Ok(_) => Ok(PutOutcome::Written),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
-                Ok(PutOutcome::Conflict)
-            }
-            Err(e) => Err(self.classify("PutItem", e)),
+            Ok(_) => Ok((PutOutcome::Written, None)),
+            Err(e) => match e.as_service_error() {
+                Some(PutItemError::ConditionalCheckFailedException(failed)) => {
+                    // No item back: not returned, or gone; either way, read.
+                    let found = if current { failed.item().map(record_of).transpose()?.map(Some) } else { None };
+                    Ok((PutOutcome::Conflict, found))
+                }
+                _ => Err(self.classify("PutItem", e)),
+            },
         }
     }
 }

@@ -56,6 +56,21 @@ impl Store for MemoryStore {
         Ok(PutOutcome::Written)
     }
 
+    async fn put_if_or_current(
+        &self,
+        key: &str,
+        record: &Record,
+        expected_version: Option<u64>,
+    ) -> Result<(PutOutcome, Option<Option<Record>>), StoreError> {
+        let mut records = self.records.lock().expect("memory store lock");
+        let current = records.get(key);
+        if current.map(|r| r.version) != expected_version {
+            return Ok((PutOutcome::Conflict, Some(current.cloned())));
+        }
+        records.insert(key.to_owned(), record.clone());
+        Ok((PutOutcome::Written, None))
+    }
+
     async fn collect_expired(&self, now_ms: f64, scan: usize) -> Result<usize, StoreError> {
         let mut records = self.records.lock().expect("memory store lock");
         let expired: Vec<String> =

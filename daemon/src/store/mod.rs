@@ -119,6 +119,20 @@ pub trait Store: Send + Sync + 'static {
     async fn put_if(&self, key: &str, record: &Record, expected_version: Option<u64>)
         -> Result<PutOutcome, StoreError>;
 
+    /// As [`Self::put_if`], and on a conflict the record as the failed write
+    /// found it (`Some(None)`: absent), when the backend can return it with
+    /// the failed write in the same round trip (DynamoDB's
+    /// `ReturnValuesOnConditionCheckFailure`). `None` on a conflict means
+    /// "not known": the caller reads. The default never knows.
+    async fn put_if_or_current(
+        &self,
+        key: &str,
+        record: &Record,
+        expected_version: Option<u64>,
+    ) -> Result<(PutOutcome, Option<Option<Record>>), StoreError> {
+        Ok((self.put_if(key, record, expected_version).await?, None))
+    }
+
     /// Deletes expired records (at most about `scan` looked at per call, so
     /// one pass stays short); returns how many were deleted. Stores with a
     /// native TTL (DynamoDB) need nothing here. Deleting only expired
