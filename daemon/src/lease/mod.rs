@@ -578,13 +578,17 @@ impl LeaseCache {
         }
     }
 
-    /// When a lease taken at `at_ms` may be spent: until its ttl, and for
-    /// window algorithms only inside the window it was taken in.
+    /// When a lease taken at `at_ms` may be spent: from that instant (a
+    /// caller whose clock read is older than the grant — it read the clock,
+    /// then waited for a CPU while another caller renewed — takes the slow
+    /// path and reads it again, so no admission is ever dated before the
+    /// grant that backs it) until its ttl, and for window algorithms only
+    /// inside the window it was taken in.
     fn span(&self, settings: &LimitSettings, at_ms: f64) -> (f64, f64) {
         let ttl_end = at_ms + settings.lease.ttl.as_millis() as f64;
         match settings.algorithm.window_end_ms(at_ms) {
             Some(end) => (at_ms, end.min(ttl_end)),
-            None => (f64::NEG_INFINITY, ttl_end),
+            None => (at_ms, ttl_end),
         }
     }
 
