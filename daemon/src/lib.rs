@@ -15,7 +15,7 @@
 //! | [`observe`] | metrics and the dashboard's live events, fed a snapshot of the counters below |
 //! | [`cli`] | command-line tools: the socket client and the benchmarks |
 //! | [`config`] | the TOML file and `LEASEHOLD_*` overrides, validated into settings |
-//! | [`lease`] | L1, the lease cache: fast path, renewals, lease endings, stats; rate-limit counters as a client of the store |
+//! | [`lease`] | L1, the lease cache: fast path, renewals (and renewals ahead), lease endings, stats; rate-limit counters as a client of the store; [`lease::local`], the single-host table (the counter itself when this process is its store's only writer) |
 //! | [`store`] | L2: records, backends, the generic compare-and-set loop with per-key combining, and the guard (breaker + timeout) |
 //! | `leasehold-core` | pure algorithms, states and clocks (no I/O) |
 //!
@@ -23,12 +23,16 @@
 //!
 //! 1. A surface parses a request (`THROTTLE api user-42` or `POST /v1/check`)
 //!    into a [`lease::Check`] and hands it to the [`lease::LeaseCache`].
-//! 2. The cache answers from the key's leased units (no store call), or takes
-//!    a new lease: a [`lease::counter::Op`] sent through the
-//!    [`store::Guard`] to [`lease::counter::Counters`], which runs it as one
-//!    [`store::cas::Update`] inside the [`store::Cas`] loop.
-//! 3. The CAS loop reads the key's [`store::Record`], applies the core
-//!    transition, and writes it back conditionally on its version.
+//! 2. On one host (embedded or memory store) the cache decides against the
+//!    [`lease::local::LocalCounters`] table: exact, in memory, the file
+//!    written behind. Over a shared store it answers from the key's leased
+//!    units (no store call), or takes a new lease: a [`lease::counter::Op`]
+//!    sent through the [`store::Guard`] to [`lease::counter::Counters`],
+//!    which runs it as one [`store::cas::Update`] inside the [`store::Cas`]
+//!    loop.
+//! 3. The CAS loop reads the key's [`store::Record`] (or, writing first,
+//!    guesses it from the last one seen), applies the core transition, and
+//!    writes it back conditionally on its version.
 //! 4. The surface turns the [`lease::Verdict`] into a reply and offers it to
 //!    [`observe`]'s sketch.
 //!
