@@ -94,8 +94,9 @@ enum BenchWhat {
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
     },
-    /// Lease cache against direct mode, side by side: decisions/s, store writes
-    /// per decision, latency; hot key, Zipf keys, over-limit key.
+    /// The cost report: leased and direct against the naive design, per
+    /// workload: decisions/s, request units and round trips per decision,
+    /// latency, dollars per million decisions.
     Lease {
         /// The store: memory, embedded[:PATH], dynamodb:TABLE[@ENDPOINT].
         #[arg(long, default_value = "memory")]
@@ -103,6 +104,12 @@ enum BenchWhat {
         /// Seconds per run.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
+        /// Dollars per million read request units (DynamoDB on-demand).
+        #[arg(long, default_value_t = 0.125)]
+        read_price: f64,
+        /// Dollars per million write request units (DynamoDB on-demand).
+        #[arg(long, default_value_t = 0.625)]
+        write_price: f64,
     },
     /// One process of a multi-process load: limiters with their own L1 hammer
     /// one limit; prints `A <ms>` per admission, then a summary line.
@@ -238,14 +245,15 @@ async fn main() -> anyhow::Result<()> {
             leasehold::cli::bench::store_table(&configs, Duration::from_secs_f64(seconds)).await?;
             let _ = std::fs::remove_dir_all(dir);
         }
-        Command::Bench { what: BenchWhat::Lease { mut store, seconds } } => {
+        Command::Bench { what: BenchWhat::Lease { mut store, seconds, read_price, write_price } } => {
             if store.kind == StoreKind::Dynamodb {
                 DynamoStore::connect(store.dynamo())?.create_table().await?;
             }
             if store.kind == StoreKind::Embedded && store.path == StoreConfig::default().path {
                 store.path = std::env::temp_dir().join(format!("leasehold-bench-{}.redb", std::process::id()));
             }
-            leasehold::cli::bench::lease_table(&store, Duration::from_secs_f64(seconds)).await?;
+            let prices = leasehold::cli::bench::Prices { read: read_price, write: write_price };
+            leasehold::cli::bench::lease_table(&store, Duration::from_secs_f64(seconds), prices).await?;
         }
         Command::Bench {
             what:
@@ -280,6 +288,7 @@ async fn main() -> anyhow::Result<()> {
                 zipf_keys: None,
                 print_admissions: true,
                 pace_denials: true,
+                tolerate_unavailable: false,
                 rate,
                 faults: leasehold::cli::bench::LoadFaults {
                     lost_replies,

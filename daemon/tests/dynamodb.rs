@@ -200,3 +200,30 @@ async fn write_first_on_the_memory_store() {
     let store = Arc::new(leasehold::store::memory::MemoryStore::new());
     write_first_costs_one_round_trip_when_the_guess_is_right(store, "leasehold").await;
 }
+
+#[test]
+fn the_cost_report_runs_and_leases_save_store_calls() {
+    // A check that the report works (tests/run.sh runs it on a short
+    // setting; `leasehold bench lease` runs it in full by hand), not a timing.
+    let Some(endpoint) = common::dynamodb_endpoint() else { return };
+    let out = Command::new(BIN)
+        .args(["bench", "lease", "--seconds", "0.3", "--store"])
+        .arg(format!("dynamodb:leasehold-bench@{endpoint}"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| workload"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(rows.len(), 12, "4 workloads × naive, direct, leased: {stdout}");
+    let trips = |workload: &str, design: &str| -> f64 {
+        let row = rows.iter().find(|r| r[0] == workload && r[1] == design).unwrap_or_else(|| panic!("{stdout}"));
+        row[5].parse().unwrap()
+    };
+    assert!(trips("hot key under its limit", "leased") < 0.1, "{stdout}");
+    assert!(trips("hot key under its limit", "leased") < trips("hot key under its limit", "direct"), "{stdout}");
+    assert!(stdout.contains("$ per million decisions"), "{stdout}");
+}

@@ -12,7 +12,7 @@ use crate::lease::CheckError;
 use crate::store::{StoreError, StoreUnavailable};
 
 pub use http::http_baseline;
-pub use load::{lease_table, load, LoadFaults, LoadFigures, LoadRun};
+pub use load::{lease_table, load, LoadFaults, LoadFigures, LoadRun, Prices};
 pub use store::{hammer, store_scenario, store_table, StoreFigures};
 
 /// Why a benchmark could not run to the end.
