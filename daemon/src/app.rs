@@ -54,7 +54,8 @@ impl App {
             StoreKind::Embedded => {
                 let file = EmbeddedStore::open(&config.store.path)?;
                 let sync = config.store.sync_policy().map_err(|e| StoreError::permanent("embedded", e))?;
-                let local = LocalCounters::over_file(prefix, clock.clone(), file.clone(), sync)?;
+                let max_keys = config.lease.cache.max_keys;
+                let local = LocalCounters::over_file(prefix, clock.clone(), file.clone(), sync, max_keys)?;
                 (Arc::new(file), Some(local))
             }
             StoreKind::Memory => (config.store.open()?, Some(LocalCounters::in_memory(prefix, clock.clone()))),

@@ -102,6 +102,9 @@ struct Inner {
     prefix: String,
     clock: Arc<dyn Clock>,
     disk: Option<Disk>,
+    /// With a file: the most keys a shard keeps in memory; beyond it, keys
+    /// already written are dropped (they are read back when next asked for).
+    shard_keys: usize,
     stop: std::sync::atomic::AtomicBool,
     flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -133,12 +136,14 @@ fn kind_of(state: &State) -> AlgorithmKind {
 impl LocalCounters {
     /// A table in memory only (the `memory` store).
     pub fn in_memory(prefix: &str, clock: Arc<dyn Clock>) -> Self {
-        Self::build(prefix, clock, None)
+        Self::build(prefix, clock, None, usize::MAX)
     }
 
     /// A table written behind to `store`, and the flusher thread that writes
     /// it. [`Self::stop`] flushes a last time and stops it (it also stops,
     /// without flushing, when the last clone of the table is dropped).
+    /// About `max_keys` keys stay in memory; beyond that, keys already in the
+    /// file are dropped from memory and read back when next asked for.
     ///
     /// # Errors
     /// When the flusher thread cannot be started.
@@ -147,6 +152,7 @@ impl LocalCounters {
         clock: Arc<dyn Clock>,
         store: EmbeddedStore,
         sync: Sync,
+        max_keys: u64,
     ) -> Result<Self, StoreError> {
         let disk = Disk {
             store,
@@ -158,7 +164,8 @@ impl LocalCounters {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
         };
-        let table = Self::build(prefix, clock, Some(disk));
+        let shard_keys = usize::try_from(max_keys.div_ceil(SHARDS as u64)).unwrap_or(usize::MAX).max(16);
+        let table = Self::build(prefix, clock, Some(disk), shard_keys);
         let weak = Arc::downgrade(&table.inner);
         let handle = std::thread::Builder::new()
             .name("leasehold-flusher".into())
@@ -168,7 +175,7 @@ impl LocalCounters {
         Ok(table)
     }
 
-    fn build(prefix: &str, clock: Arc<dyn Clock>, disk: Option<Disk>) -> Self {
+    fn build(prefix: &str, clock: Arc<dyn Clock>, disk: Option<Disk>, shard_keys: usize) -> Self {
         let shards = (0..SHARDS).map(|_| parking_lot::Mutex::new(Shard::default())).collect();
         let inner = Inner {
             shards,
@@ -176,6 +183,7 @@ impl LocalCounters {
             prefix: prefix.to_owned(),
             clock,
             disk,
+            shard_keys,
             stop: std::sync::atomic::AtomicBool::new(false),
             flusher: Mutex::new(None),
         };
@@ -278,6 +286,16 @@ impl LocalCounters {
                 std::mem::replace(&mut e.dirty, disk.is_some())
             }
             None => {
+                if shard.map.len() >= self.inner.shard_keys {
+                    // Full: drop a tenth of the shard's written keys (any
+                    // of them; they read back from the file in microseconds).
+                    let mut drop = self.inner.shard_keys / 10 + 1;
+                    shard.map.retain(|e| {
+                        let keep = e.dirty || drop == 0;
+                        drop -= usize::from(!keep);
+                        keep
+                    });
+                }
                 let key = super::counter::storage_key(&self.inner.prefix, scope, limit, key).into_boxed_str();
                 let entry = Entry { key, hash, state: next, version, expires_at_ms, dirty: disk.is_some() };
                 shard.map.insert_unique(hash, entry, |e| e.hash);
@@ -581,7 +599,8 @@ mod tests {
         let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
         {
             let file = EmbeddedStore::open(&path).unwrap();
-            let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10))).unwrap();
+            let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10)), 1 << 20)
+                .unwrap();
             for _ in 0..7 {
                 assert!(decide(&t, &a, "k", 1).await.decision.allowed);
             }
@@ -589,7 +608,7 @@ mod tests {
             t.stop();
         }
         let file = EmbeddedStore::open(&path).unwrap();
-        let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Always).unwrap();
+        let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Always, 1 << 20).unwrap();
         let d = decide(&t, &a, "k", 1).await.decision;
         assert_eq!(d.remaining, 2, "7 + 1 of 10 spent across the restart");
         assert!(!decide(&t, &a, "k", 3).await.decision.allowed);
@@ -600,11 +619,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn memory_is_bounded_by_max_keys_and_dropped_keys_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
+        let t =
+            LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10)), 64 * 16).unwrap();
+        let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
+        for k in 0..5_000 {
+            assert_eq!(decide(&t, &a, &format!("k{k}"), 1).await.decision.remaining, 9);
+            if k % 100 == 99 {
+                t.flush().await.unwrap();
+            }
+        }
+        // At most the bound, plus keys not yet written (never dropped).
+        assert!(t.len() <= 64 * 16 + 100, "bounded: {} keys in memory", t.len());
+        // Every key's count survived being dropped from memory.
+        for k in (0..5_000).step_by(97) {
+            assert_eq!(decide(&t, &a, &format!("k{k}"), 1).await.decision.remaining, 8, "k{k}");
+        }
+        t.stop();
+    }
+
+    #[tokio::test]
     async fn expired_keys_leave_memory_once_written() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
         let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
-        let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10))).unwrap();
+        let t =
+            LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10)), 1 << 20).unwrap();
         let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1s"}"#);
         for k in 0..100 {
             decide(&t, &a, &format!("k{k}"), 1).await;
