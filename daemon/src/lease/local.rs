@@ -91,6 +91,10 @@ struct Disk {
     /// Records read from the file (keys not in memory) and written to it.
     reads: AtomicU64,
     writes: AtomicU64,
+    /// Held for a whole flush.
+    flushing: Mutex<()>,
+    /// Set when the flusher thread has ended: nobody waits for it then.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 struct Inner {
@@ -163,6 +167,8 @@ impl LocalCounters {
             failed: Mutex::new(None),
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            flushing: Mutex::new(()),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         };
         let shard_keys = usize::try_from(max_keys.div_ceil(SHARDS as u64)).unwrap_or(usize::MAX).max(16);
         let table = Self::build(prefix, clock, Some(disk), shard_keys);
@@ -268,6 +274,7 @@ impl LocalCounters {
         if shard.map.find(hash, is).is_none() {
             let storage_key = super::counter::storage_key(&self.inner.prefix, scope, limit, key).into_boxed_str();
             if let Some(entry) = self.read_through(storage_key, hash, alg)? {
+                make_room(shard, self.inner.shard_keys);
                 shard.map.insert_unique(hash, entry, |e| e.hash);
             }
         }
@@ -286,16 +293,7 @@ impl LocalCounters {
                 std::mem::replace(&mut e.dirty, disk.is_some())
             }
             None => {
-                if shard.map.len() >= self.inner.shard_keys {
-                    // Full: drop a tenth of the shard's written keys (any
-                    // of them; they read back from the file in microseconds).
-                    let mut drop = self.inner.shard_keys / 10 + 1;
-                    shard.map.retain(|e| {
-                        let keep = e.dirty || drop == 0;
-                        drop -= usize::from(!keep);
-                        keep
-                    });
-                }
+                make_room(shard, self.inner.shard_keys);
                 let key = super::counter::storage_key(&self.inner.prefix, scope, limit, key).into_boxed_str();
                 let entry = Entry { key, hash, state: next, version, expires_at_ms, dirty: disk.is_some() };
                 shard.map.insert_unique(hash, entry, |e| e.hash);
@@ -353,6 +351,9 @@ impl LocalCounters {
             if let Some(e) = disk.failed.lock().expect("failed lock").clone() {
                 return Err(e.into());
             }
+            if disk.stopped.load(Ordering::Acquire) {
+                return Err(StoreError::transient("embedded", "the file writer has stopped").into());
+            }
             if rx.changed().await.is_err() {
                 return Err(StoreError::transient("embedded", "the flusher stopped").into());
             }
@@ -374,17 +375,19 @@ impl LocalCounters {
     /// one transaction; then publishes how far the file is.
     fn flush_now(&self) -> Result<(), StoreError> {
         let Some(disk) = &self.inner.disk else { return Ok(()) };
+        // One flush at a time (the flusher thread, and `flush` from outside).
+        let _one = disk.flushing.lock().expect("flushing lock");
         let upto = disk.changed.load(Ordering::Acquire);
         let mut batch = Vec::new();
         for shard in self.inner.shards.iter() {
             let mut shard = shard.lock();
             let shard = &mut *shard;
             for (hash, key) in std::mem::take(&mut shard.dirty) {
-                if let Some(e) = shard.map.find_mut(hash, |e| e.hash == hash && e.key == key) {
-                    if e.dirty {
-                        e.dirty = false;
-                        batch.push((hash, key, e.state.clone(), e.version, e.expires_at_ms));
-                    }
+                // Still dirty until its commit lands: an entry in flight is
+                // never dropped from memory (eviction and expiry skip dirty
+                // ones), so nothing reads the older file copy meanwhile.
+                if let Some(e) = shard.map.find(hash, |e| e.hash == hash && e.key == key).filter(|e| e.dirty) {
+                    batch.push((hash, key, e.state.clone(), e.version, e.expires_at_ms));
                 }
             }
         }
@@ -400,6 +403,19 @@ impl LocalCounters {
             let batch: Vec<(&str, &Record)> = records.iter().map(|(_, k, r)| (&**k, r)).collect();
             disk.store.write_all(&batch)
         };
+        // Written: clean, unless changed since (then back on the dirty list).
+        // Failed: all back on the dirty list, for the next flush.
+        for (hash, key, record) in &records {
+            let mut shard = self.shard(*hash).lock();
+            let shard = &mut *shard;
+            if let Some(e) = shard.map.find_mut(*hash, |e| e.hash == *hash && e.key == *key) {
+                if written.is_ok() && e.version == record.version {
+                    e.dirty = false;
+                } else if e.dirty {
+                    shard.dirty.push((*hash, key.clone()));
+                }
+            }
+        }
         match written {
             Ok(()) => {
                 disk.writes.fetch_add(records.len() as u64, Ordering::Relaxed);
@@ -412,16 +428,6 @@ impl LocalCounters {
                 Ok(())
             }
             Err(e) => {
-                // Put them back as dirty: the next flush retries them.
-                for (hash, key, _) in records {
-                    let mut shard = self.shard(hash).lock();
-                    if let Some(entry) = shard.map.find_mut(hash, |e| e.hash == hash && e.key == key) {
-                        if !entry.dirty {
-                            entry.dirty = true;
-                            shard.dirty.push((hash, key));
-                        }
-                    }
-                }
                 *disk.failed.lock().expect("failed lock") = Some(e.clone());
                 disk.committed.send_modify(|_| {});
                 Err(e)
@@ -471,6 +477,21 @@ impl LocalCounters {
     }
 }
 
+/// Makes room for one more key in a full shard: drops a tenth of its keys
+/// that are in the file already (any of them: they read back in
+/// microseconds). Keys not yet written (or being written) are never dropped.
+fn make_room(shard: &mut Shard, shard_keys: usize) {
+    if shard.map.len() < shard_keys {
+        return;
+    }
+    let mut drop = shard_keys / 10 + 1;
+    shard.map.retain(|e| {
+        let keep = e.dirty || drop == 0;
+        drop -= usize::from(!keep);
+        keep
+    });
+}
+
 /// Whether `stored` is the storage key `prefix:<space>:limit:key` (compared
 /// piece by piece: no key is built to look one up).
 fn key_is(stored: &str, prefix: &str, scope: Scope<'_>, limit: &str, key: &str) -> bool {
@@ -511,11 +532,25 @@ fn flusher(table: &std::sync::Weak<Inner>) {
             *woken = false;
         }
         let stopping = this.inner.stop.load(Ordering::Acquire);
-        if let Err(e) = this.flush_now() {
-            tracing::warn!(error = %e, "writing counters to the file failed; retrying");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if stopping {
+        let flushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| this.flush_now()));
+        let panicked = match flushed {
+            Ok(Ok(())) => false,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "writing counters to the file failed; retrying");
+                if !stopping {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                false
+            }
+            Err(_) => {
+                tracing::error!("the file writer panicked; decisions that wait for it fail from now on");
+                true
+            }
+        };
+        if stopping || panicked {
+            // Whoever still waits (a change after the last flush) is told.
+            disk.stopped.store(true, Ordering::Release);
+            disk.committed.send_modify(|_| {});
             return;
         }
     }
@@ -634,11 +669,30 @@ mod tests {
         }
         // At most the bound, plus keys not yet written (never dropped).
         assert!(t.len() <= 64 * 16 + 100, "bounded: {} keys in memory", t.len());
-        // Every key's count survived being dropped from memory.
-        for k in (0..5_000).step_by(97) {
+        // Every key's count survived being dropped from memory, and reading
+        // them all back keeps memory bounded too.
+        for k in 0..5_000 {
             assert_eq!(decide(&t, &a, &format!("k{k}"), 1).await.decision.remaining, 8, "k{k}");
+            if k % 100 == 99 {
+                t.flush().await.unwrap();
+            }
         }
+        assert!(t.len() <= 64 * 16 + 100, "bounded after reading back: {} keys in memory", t.len());
         t.stop();
+    }
+
+    #[tokio::test]
+    async fn a_decision_after_the_writer_stopped_fails_instead_of_waiting_forever() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0));
+        let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
+        let t = LocalCounters::over_file("p", clock, file, Sync::Always, 1 << 20).unwrap();
+        let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
+        assert!(decide(&t, &a, "k", 1).await.decision.allowed);
+        t.stop();
+        let late = t.apply(Scope::Host, "api", "k", &a, Op::Decide { cost: 1 });
+        let late = tokio::time::timeout(Duration::from_secs(10), late).await.expect("answered, not left waiting");
+        assert!(late.is_err(), "{late:?}");
     }
 
     #[tokio::test]

@@ -358,7 +358,8 @@ impl Inner {
         bump(&self.stats.batches);
         let (mut attempts, mut errors) = (0u32, 0u32);
         // A write whose reply was lost: it may have landed.
-        let mut unsure: Option<Written> = None;
+        // Writes of this round whose replies were lost: any may still land.
+        let mut unsure: Vec<Written> = Vec::new();
         let contended = self.contended.as_ref().is_some_and(|c| c.contains_key(key));
         let mut source = if self.seen.is_some() && !contended { Source::Guess } else { Source::Read };
         let failure = loop {
@@ -408,10 +409,12 @@ impl Inner {
     /// update in order, write if anything changed.
     ///
     /// Writes are idempotent: each carries a random write id. When a write's
-    /// reply is lost (timeout, reset, 5xx) it is remembered in `unsure`; the
-    /// next attempt's read finds the record at that version with that id if
-    /// it landed, and then the batch is done — its updates are never applied
-    /// twice (a refund applied twice would mint units).
+    /// reply is lost (timeout, reset, 5xx) it is remembered in `unsure` for
+    /// the rest of the round; a later read that finds the record at that
+    /// version with that id (it landed, perhaps late) ends the batch as done,
+    /// and one that finds the record past that version without it gives up
+    /// — its updates are never applied twice (a refund applied twice would
+    /// mint units).
     ///
     /// A guess is only ever trusted through a conditional write: when the
     /// updates change nothing on a guessed record (a denial, a status), the
@@ -420,12 +423,12 @@ impl Inner {
         &self,
         key: &str,
         batch: &mut [Box<dyn Queued>],
-        unsure: &mut Option<Written>,
+        unsure: &mut Vec<Written>,
         source: Source,
     ) -> Result<Attempt, StoreError> {
-        let guessed = matches!(source, Source::Guess) && unsure.is_none();
+        let guessed = matches!(source, Source::Guess) && unsure.is_empty();
         let record = match source {
-            _ if unsure.is_some() => self.read(key).await?,
+            _ if !unsure.is_empty() => self.read(key).await?,
             Source::Read => self.read(key).await?,
             Source::Known(r) => {
                 if let (Some(seen), Some(r)) = (&self.seen, &r) {
@@ -435,19 +438,21 @@ impl Inner {
             }
             Source::Guess => self.seen.as_ref().and_then(|s| s.get(key)),
         };
-        if let Some(w) = unsure.take() {
-            match &record {
-                Some(r) if r.version == w.version && r.write_id == w.write_id => return Ok(Attempt::Done),
-                // Another write reached our version or beyond: ours may have
-                // landed before it. Applying the batch again could apply it
-                // twice, so give up on it (under-issue at worst).
-                Some(r) if r.version >= w.version => {
-                    return Err(StoreError::record("cas", "a write's reply was lost and the record has changed since"))
-                }
-                // The record is still as we read it: ours did not land.
-                _ => {}
+        // Every lost write of the round is remembered to its end: one may
+        // land late (after a read that did not see it), so forgetting it
+        // after one read could apply the batch twice.
+        if let (Some(r), Some(first)) = (&record, unsure.iter().map(|w| w.version).min()) {
+            if unsure.iter().any(|w| r.version == w.version && r.write_id == w.write_id) {
+                return Ok(Attempt::Done);
+            }
+            // Another write reached a lost write's version or beyond: ours
+            // may have landed before it. Applying the batch again could apply
+            // it twice, so give up on it (under-issue at worst).
+            if r.version >= first {
+                return Err(StoreError::record("cas", "a write's reply was lost and the record has changed since"));
             }
         }
+        // Otherwise the record is still older than any lost write: none landed yet.
         let now = self.clock.now_ms();
         let live = record.as_ref().filter(|r| !r.is_expired(now)).cloned();
         let mut draft = Draft::new(live, now);
@@ -502,7 +507,7 @@ impl Inner {
                 }
             }
             Err(e) => {
-                *unsure = Some(Written { version: next.version, write_id: next.write_id });
+                unsure.push(Written { version: next.version, write_id: next.write_id });
                 Err(e)
             }
         }
