@@ -331,7 +331,8 @@ impl LocalCounters {
     ) -> Result<Option<Entry>, StoreUnavailable> {
         let Some(disk) = &self.inner.disk else { return Ok(None) };
         disk.reads.fetch_add(1, Ordering::Relaxed);
-        let Some(record) = disk.store.read_now(&storage_key)? else { return Ok(None) };
+        let now = self.inner.clock.now_ms();
+        let Some(record) = disk.store.read_now(&storage_key, now)? else { return Ok(None) };
         Ok(alg.parse_state(&record.state).ok().map(|state| Entry {
             key: storage_key,
             hash,

@@ -103,14 +103,23 @@ impl EmbeddedStore {
     }
 
     /// Reads `key`'s record now, on the caller's thread (a memory-mapped
-    /// B-tree lookup: microseconds). An expired record reads as absent.
+    /// B-tree lookup: microseconds). A record expired at `now_ms` reads as
+    /// absent, and so does a corrupt one (logged): like every store's
+    /// unreadable state, it is treated as fresh and the next write replaces it.
     ///
     /// # Errors
-    /// When the file cannot be read, or the record is corrupt.
-    pub fn read_now(&self, key: &str) -> Result<Option<Record>, StoreError> {
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1e3);
-        Ok(read(&self.db, key)?.filter(|r| !r.is_expired(now)))
+    /// When the file cannot be read.
+    pub fn read_now(&self, key: &str, now_ms: f64) -> Result<Option<Record>, StoreError> {
+        let txn = self.db.begin_read().map_err(|e| permanent("begin read", e))?;
+        let table = txn.open_table(RECORDS).map_err(|e| permanent("open table", e))?;
+        let Some(value) = table.get(key).map_err(|e| permanent("read", e))? else { return Ok(None) };
+        match decode(key, value.value()) {
+            Ok(r) => Ok(Some(r).filter(|r| !r.is_expired(now_ms))),
+            Err(e) => {
+                tracing::warn!(error = %e, "unreadable record; treating the key as fresh");
+                Ok(None)
+            }
+        }
     }
 
     /// Writes `records` unconditionally in one durable transaction, on the
