@@ -306,16 +306,11 @@ impl LeaseCache {
         match local.apply(scope, check.limit, check.key, &settings.algorithm, op).await {
             Ok(a) => {
                 if check.cost > 0 {
-                    add(
-                        if a.decision.allowed {
-                            &self.inner.stats.allowed_store
-                        } else {
-                            &self.inner.stats.denied_store
-                        },
-                        1,
-                    );
+                    let stats = &self.inner.stats;
+                    add(if a.decision.allowed { &stats.allowed_local } else { &stats.denied_local }, 1);
                 }
-                Verdict { decision: a.decision, served: Served::Store, unavailable: None, at_ms: a.at_ms }
+                // No store call: the table is the counter.
+                Verdict { decision: a.decision, served: Served::Local, unavailable: None, at_ms: a.at_ms }
             }
             Err(e) => self.fail(settings, check, self.now(), e),
         }
