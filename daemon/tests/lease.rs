@@ -477,36 +477,13 @@ async fn a_lease_granted_after_its_caller_timed_out_is_given_back() {
 }
 
 #[tokio::test]
-async fn adhoc_limits_give_their_leases_back_too() {
-    let r = rig(r#"{"algorithm":"gcra","limit":10,"period":"1s"}"#, |_, _| {});
-    let adhoc = {
-        let mut s =
-            LimitSettings::new(Algorithm::from_json(r#"{"algorithm":"gcra","limit":1000,"period":"1s"}"#).unwrap());
-        s.lease.max = 100;
-        s
-    };
-    for _ in 0..200 {
-        r.clock.advance(1.0);
-        r.limiter.check_with(&adhoc, Check { limit: "cl:1000", key: "k", cost: 1 }).await;
-    }
-    r.settle().await;
-    assert!(r.limiter.stats().snapshot().units_held > 0);
-    r.clock.advance(10_000.0);
-    r.limiter.end_due_leases();
-    r.settle().await;
-    let s = r.limiter.stats().snapshot();
-    assert_eq!(s.units_held, 0, "{s:?}");
-    assert!(s.units_refunded + s.units_lost > 0, "drained units are accounted: {s:?}");
-}
-
-#[tokio::test]
 async fn key_spaces_never_share_a_counter() {
     use leasehold::lease::counter::Scope;
     let r = rig(r#"{"algorithm":"fixed_window","limit":1,"window":"1h"}"#, |s, _| s.mode = Mode::Direct);
     let host = r.limiter.check(Check { limit: "api", key: "acme:u1", cost: 1 }).await.unwrap();
     let tenant = r.limiter.check_in(Scope::Tenant("acme"), Check { limit: "api", key: "u1", cost: 1 }).await.unwrap();
     assert!(host.decision.allowed && tenant.decision.allowed, "a socket key cannot spend a tenant's counter");
-    let adhoc = r.limiter.check_with(&r.settings, Check { limit: "api", key: "acme:u1", cost: 1 }).await;
+    let adhoc = r.limiter.check_in(Scope::Adhoc, Check { limit: "api", key: "acme:u1", cost: 1 }).await.unwrap();
     assert!(adhoc.decision.allowed, "request-defined limits have their own space");
 }
 

@@ -102,28 +102,6 @@ impl Content for Counter {
     }
 }
 
-struct CounterOp {
-    alg: Algorithm,
-    op: Op,
-}
-
-impl Update for CounterOp {
-    type Output = Applied;
-
-    fn apply(&self, draft: &mut Draft) -> Applied {
-        let (alg, now) = (self.alg, draft.now_ms());
-        let state = draft.value(|r| alg.parse_state(&r.state).ok().map(|state| Counter { alg, state }));
-        // Every op on one record uses the same algorithm (a key space per
-        // limit); a record written under another algorithm reads as absent.
-        let state = state.filter(|c| c.alg == alg).map(|c| &c.state);
-        let (applied, next) = apply_op(&alg, state, now, self.op);
-        if let Some(state) = next {
-            draft.set(Counter { alg, state });
-        }
-        applied
-    }
-}
-
 /// A caller's own change to a counter's state (for commands whose answer is
 /// not the algorithm's [`Applied`], like `CL.THROTTLE`'s): given the state
 /// (`None`: absent, expired, or of another algorithm) and the time, its
@@ -153,7 +131,10 @@ impl<F: StateChange> Update for ChangeOp<F> {
     fn apply(&self, draft: &mut Draft) -> F::Out {
         let (alg, now) = (self.alg, draft.now_ms());
         let state = draft.value(|r| alg.parse_state(&r.state).ok().map(|state| Counter { alg, state }));
-        let (out, next) = (self.change)(state.map(|c| &c.state), now);
+        // Every op on one record uses the same algorithm (a key space per
+        // limit); a record written under another algorithm reads as absent.
+        let state = state.filter(|c| c.alg == alg).map(|c| &c.state);
+        let (out, next) = (self.change)(state, now);
         if let Some(state) = next {
             draft.set(Counter { alg, state });
         }
@@ -207,7 +188,8 @@ impl Counters {
         alg: &Algorithm,
         op: Op,
     ) -> Result<Applied, StoreUnavailable> {
-        self.cas.update(self.storage_key(scope, limit, key), CounterOp { alg: *alg, op }).await
+        let alg_ = *alg;
+        self.change_in(scope, limit, key, alg, move |state: Option<&State>, now| apply_op(&alg_, state, now, op)).await
     }
 
     /// Applies a caller's own `change` to the counter of `key` under `limit`

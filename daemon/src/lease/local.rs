@@ -605,6 +605,14 @@ mod tests {
         Algorithm::from_json(json).unwrap()
     }
 
+    /// A table over the file at `path` with the test clock (`"p"` prefix).
+    fn over(path: &std::path::Path, clock: &Arc<ManualClock>, sync: Sync, max_keys: u64) -> LocalCounters {
+        LocalCounters::over_file("p", clock.clone(), EmbeddedStore::open(path).unwrap(), sync, max_keys).unwrap()
+    }
+
+    /// Written only when a test flushes.
+    const LATER: Sync = Sync::Every(Duration::from_secs(10));
+
     async fn decide(t: &LocalCounters, alg: &Algorithm, key: &str, cost: u64) -> Applied {
         t.apply(Scope::Host, "api", key, alg, Op::Decide { cost }).await.unwrap()
     }
@@ -631,20 +639,17 @@ mod tests {
     async fn a_restart_reads_the_counters_back_from_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.redb");
-        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::new(T0));
         let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
         {
-            let file = EmbeddedStore::open(&path).unwrap();
-            let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10)), 1 << 20)
-                .unwrap();
+            let t = over(&path, &clock, LATER, 1 << 20);
             for _ in 0..7 {
                 assert!(decide(&t, &a, "k", 1).await.decision.allowed);
             }
             t.flush().await.unwrap();
             t.stop();
         }
-        let file = EmbeddedStore::open(&path).unwrap();
-        let t = LocalCounters::over_file("p", clock.clone(), file, Sync::Always, 1 << 20).unwrap();
+        let t = over(&path, &clock, Sync::Always, 1 << 20);
         let d = decide(&t, &a, "k", 1).await.decision;
         assert_eq!(d.remaining, 2, "7 + 1 of 10 spent across the restart");
         assert!(!decide(&t, &a, "k", 3).await.decision.allowed);
@@ -658,9 +663,7 @@ mod tests {
     async fn memory_is_bounded_by_max_keys_and_dropped_keys_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
-        let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
-        let t =
-            LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10)), 64 * 16).unwrap();
+        let t = over(&dir.path().join("c.redb"), &clock, LATER, 64 * 16);
         let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
         for k in 0..5_000 {
             assert_eq!(decide(&t, &a, &format!("k{k}"), 1).await.decision.remaining, 9);
@@ -686,8 +689,7 @@ mod tests {
     async fn a_decision_after_the_writer_stopped_fails_instead_of_waiting_forever() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
-        let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
-        let t = LocalCounters::over_file("p", clock, file, Sync::Always, 1 << 20).unwrap();
+        let t = over(&dir.path().join("c.redb"), &clock, Sync::Always, 1 << 20);
         let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1h"}"#);
         assert!(decide(&t, &a, "k", 1).await.decision.allowed);
         t.stop();
@@ -700,9 +702,7 @@ mod tests {
     async fn expired_keys_leave_memory_once_written() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0));
-        let file = EmbeddedStore::open(dir.path().join("c.redb")).unwrap();
-        let t =
-            LocalCounters::over_file("p", clock.clone(), file, Sync::Every(Duration::from_secs(10)), 1 << 20).unwrap();
+        let t = over(&dir.path().join("c.redb"), &clock, LATER, 1 << 20);
         let a = alg(r#"{"algorithm":"fixed_window","limit":10,"window":"1s"}"#);
         for k in 0..100 {
             decide(&t, &a, &format!("k{k}"), 1).await;

@@ -256,14 +256,6 @@ impl LeaseCache {
         Ok(self.decide(scope, settings, check).await)
     }
 
-    /// Decides a check against `settings` instead of a configured limit (for
-    /// limits defined by the request, like redis-cell's `CL.THROTTLE`), in
-    /// their own key space ([`Scope::Adhoc`]). `check.limit` must name
-    /// `settings` uniquely: it is part of the storage key.
-    pub async fn check_with(&self, settings: &LimitSettings, check: Check<'_>) -> Verdict {
-        self.decide(Scope::Adhoc, settings, check).await
-    }
-
     async fn decide(&self, scope: Scope<'_>, settings: &LimitSettings, check: Check<'_>) -> Verdict {
         let alg = settings.algorithm;
         if check.cost > alg.ceiling() {
