@@ -6,7 +6,18 @@ use axum::http::HeaderMap;
 use axum::routing::post;
 use axum::{Json, Router};
 
-use crate::surfaces::http::api::CheckBody;
+/// The request body, as `POST /v1/check` reads it (the baseline parses it too).
+#[derive(serde::Deserialize)]
+struct CheckBody {
+    limit: String,
+    key: String,
+    #[serde(default = "one")]
+    cost: u64,
+}
+
+fn one() -> u64 {
+    1
+}
 
 /// A router with one route, `POST /v1/check`: parses the body as the real
 /// one does and answers a fixed allowed decision with the same JSON fields

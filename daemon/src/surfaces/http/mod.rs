@@ -28,7 +28,7 @@
 //! - [`auth`], [`access`], [`session`] and [`error`]: shared by every route.
 
 pub mod access;
-pub mod api;
+mod api;
 pub mod auth;
 mod dashboard;
 pub mod error;
